@@ -1,0 +1,14 @@
+"""topicjax: topic models in JAX.
+
+PLSA and ARTM with regularizers written as plain Python functions (their M-step terms come from
+``jax.grad``), parsimonious topic models with a BIC, the theme/topic mixture model, and the LIDA
+family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set of metrics.
+"""
+
+from . import datasets, em, metrics
+from .corpus import Corpus, CorpusError
+from .plsa import PLSA
+
+__version__ = "0.1.0"
+
+__all__ = ["Corpus", "CorpusError", "PLSA", "datasets", "em", "metrics"]
