@@ -5,10 +5,10 @@ PLSA and ARTM with regularizers written as plain Python functions (their M-step 
 family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set of metrics.
 """
 
-from . import datasets, em, metrics
+from . import datasets, em, formats, metrics
 from .corpus import Corpus, CorpusError
 from .plsa import PLSA
 
 __version__ = "0.1.0"
 
-__all__ = ["Corpus", "CorpusError", "PLSA", "datasets", "em", "metrics"]
+__all__ = ["Corpus", "CorpusError", "PLSA", "datasets", "em", "formats", "metrics"]

@@ -52,26 +52,32 @@ def _as_vocab(vocab, n_words: int | None) -> tuple[str, ...]:
     return vocab
 
 
-def _check_counts(counts: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+def _check_counts(counts: np.ndarray, doc_ids: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
     counts = np.asarray(counts)
-    if counts.dtype.kind not in "iuf b":
+    if counts.dtype.kind not in "iufb":
         raise CorpusError(f"counts must be numeric, got dtype {counts.dtype}")
+
+    def where(i: int) -> str:
+        return f"document {int(doc_ids[i])}, word {int(word_ids[i])}"
+
     if counts.dtype.kind == "f":
         bad = ~np.isfinite(counts)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise CorpusError(f"document {int(doc_ids[i])}: count {counts[i]} is not finite")
+            what = "NaN" if np.isnan(counts[i]) else "not finite"
+            raise CorpusError(f"{where(i)}: count {counts[i]} is {what}")
     bad = counts < 0
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise CorpusError(f"document {int(doc_ids[i])}: count {counts[i]} is negative")
+        raise CorpusError(f"{where(i)}: count {counts[i]} is negative")
     if counts.dtype.kind == "f":
         bad = counts != np.round(counts)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise CorpusError(f"document {int(doc_ids[i])}: count {counts[i]} is not an integer")
+            raise CorpusError(f"{where(i)}: count {counts[i]} is not an integer")
     if counts.size and counts.max() > np.iinfo(np.int32).max:
-        raise CorpusError(f"count {counts.max()} does not fit in int32")
+        i = int(np.argmax(counts))
+        raise CorpusError(f"{where(i)}: count {counts[i]} does not fit in int32")
     return counts.astype(np.int32)
 
 
@@ -157,18 +163,21 @@ class Corpus:
                 f"doc_ids, word_ids and counts must be 1-d arrays of one length, got shapes "
                 f"{doc_ids.shape}, {word_ids.shape}, {np.shape(counts)}"
             )
-        for name, arr in (("doc id", doc_ids), ("word id", word_ids)):
+        for name, arr in (("document id", doc_ids), ("word id", word_ids)):
             if arr.size and arr.dtype.kind not in "iu":
-                if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-                    continue
-                raise CorpusError(f"{name}s must be integers, got dtype {arr.dtype}")
+                if arr.dtype.kind != "f":
+                    raise CorpusError(f"{name}s must be integers, got dtype {arr.dtype}")
+                bad = ~np.isfinite(arr) | (arr != np.round(arr))
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise CorpusError(f"entry {i}: {name} {arr[i]} is not an integer")
         doc_ids = doc_ids.astype(np.int64)
         word_ids = word_ids.astype(np.int64)
         vocab_t = _as_vocab(vocab, n_words)
         if n_words is not None and vocab is not None and n_words != len(vocab_t):
             raise CorpusError(f"n_words={n_words} but the vocabulary has {len(vocab_t)} entries")
         W = len(vocab_t)
-        counts = _check_counts(counts, doc_ids)
+        counts = _check_counts(counts, doc_ids, word_ids)
         if doc_ids.size and doc_ids.min() < 0:
             i = int(np.argmin(doc_ids))
             raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is negative")
@@ -179,7 +188,13 @@ class Corpus:
                 f"document {int(doc_ids[i])}: word id {int(word_ids[i])} is outside the vocabulary of {W} words"
             )
         if n_docs is None:
+            # Documents after the last one with an entry are empty; the per-document names or
+            # labels, when given, say how many documents there are.
             n_docs = int(doc_ids.max()) + 1 if doc_ids.size else 0
+            if doc_names is not None:
+                n_docs = max(n_docs, len(doc_names))
+            if labels is not None and hasattr(labels, "__len__"):
+                n_docs = max(n_docs, len(labels))
         elif doc_ids.size and doc_ids.max() >= n_docs:
             i = int(np.argmax(doc_ids))
             raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is outside [0, {n_docs})")
@@ -283,6 +298,9 @@ class Corpus:
                 c_list.append(c)
         if vocab is not None and not isinstance(vocab, (list, tuple, np.ndarray)):
             mapping = dict(vocab.items()) if hasattr(vocab, "items") else dict(enumerate(vocab))
+            gaps = [i for i in range(len(mapping)) if i not in mapping]
+            if gaps:
+                raise CorpusError(f"the vocabulary mapping has no word for id {gaps[0]} (ids must be 0..{len(mapping) - 1})")
             vocab = [mapping[i] for i in range(len(mapping))]
         kwargs.setdefault("n_docs", n)
         if vocab is None and "n_words" not in kwargs:
@@ -292,15 +310,23 @@ class Corpus:
         )
 
     @classmethod
-    def from_texts(cls, texts: Sequence[str], labels=None, *, empty_docs: str = "error", **vectorizer_kwargs) -> "Corpus":
+    def from_texts(
+        cls,
+        texts: Sequence[str],
+        labels=None,
+        *,
+        empty_docs: str = "error",
+        doc_names: Sequence[str] | None = None,
+        **vectorizer_kwargs,
+    ) -> "Corpus":
         """Tokenise raw texts with scikit-learn's ``CountVectorizer``.
 
         Keyword arguments go to ``CountVectorizer`` (``stop_words="english"``, ``min_df``,
-        ``max_df``, ``token_pattern``, ``lowercase`` ...).
+        ``max_df``, ``token_pattern``, ``lowercase`` ...); see :func:`topicjax.formats.read_texts`.
         """
         from .formats import read_texts
 
-        return read_texts(texts, labels=labels, empty_docs=empty_docs, **vectorizer_kwargs)
+        return read_texts(texts, labels=labels, empty_docs=empty_docs, doc_names=doc_names, **vectorizer_kwargs)
 
     @classmethod
     def from_uci(cls, path, vocab_path=None, **kwargs) -> "Corpus":
@@ -545,6 +571,8 @@ class Corpus:
         Words absent from ``vocab`` are dropped (``unknown="drop"``, the protocol of ARTM sec. 5)
         or make an error naming the first of them (``unknown="error"``).
         """
+        if unknown not in ("drop", "error"):
+            raise ValueError(f"unknown must be 'drop' or 'error', got {unknown!r}")
         vocab = tuple(vocab)
         index = {w: i for i, w in enumerate(vocab)}
         mapping = np.array([index.get(w, -1) for w in self.vocab], np.int64)
@@ -554,8 +582,6 @@ class Corpus:
             if unknown == "error":
                 w = self.vocab[int(self.word_ids[np.flatnonzero(missing)[0]])]
                 raise CorpusError(f"word {w!r} is not in the target vocabulary ({int(missing.sum())} entries affected)")
-            if unknown != "drop":
-                raise ValueError(f"unknown must be 'drop' or 'error', got {unknown!r}")
         keep = ~missing
         modalities = None
         if self.modalities is not None:
@@ -620,7 +646,22 @@ class Corpus:
             raise ValueError(f"{n_topics} topics is more than the {self.n_tokens} tokens of the corpus")
 
 
+def _is_label_int(v) -> bool:
+    """An integer label (a column index), excluding booleans, which are names ("True")."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def _labels_matrix(labels, label_names, n_docs: int):
+    """Normalise labels to a boolean ``(n_docs, n_labels)`` matrix and its column names.
+
+    * a 2-d numpy array is the indicator matrix itself (columns named ``label_names`` or
+      ``"0", "1", ...``);
+    * otherwise one entry per document: a single label, or a collection (list, tuple, set,
+      array) of labels for a multi-label document.  Integer labels are column indices when
+      ``label_names`` is given or when every label is an integer (columns ``"0".."max"``);
+      any other label is looked up by its string, the columns being the sorted distinct strings
+      unless ``label_names`` fixes them.
+    """
     if labels is None:
         return None, ()
     if isinstance(labels, np.ndarray) and labels.ndim == 2:
@@ -631,35 +672,36 @@ def _labels_matrix(labels, label_names, n_docs: int):
         if len(names) != m.shape[1]:
             raise CorpusError(f"{len(names)} label names for {m.shape[1]} label columns")
         return m, names
-    labels = list(labels)
-    if len(labels) != n_docs:
-        raise CorpusError(f"{len(labels)} labels for {n_docs} documents")
-    multi = any(isinstance(l, (list, tuple, set, frozenset, np.ndarray)) for l in labels)
-    per_doc = [list(l) if multi and not isinstance(l, str) else [l] for l in labels]
+    per_doc = [
+        list(l) if isinstance(l, (list, tuple, set, frozenset, np.ndarray)) else [l] for l in labels
+    ]
+    if len(per_doc) != n_docs:
+        raise CorpusError(f"{len(per_doc)} labels for {n_docs} documents")
+    values = [v for ls in per_doc for v in ls]
+    by_index = label_names is not None or (bool(values) and all(_is_label_int(v) for v in values))
     if label_names is not None:
         names = tuple(str(n) for n in label_names)
-        index = {n: i for i, n in enumerate(names)}
-        m = np.zeros((n_docs, len(names)), bool)
+    elif by_index:
         for d, ls in enumerate(per_doc):
-            for l in ls:
-                if isinstance(l, (int, np.integer)) and not isinstance(l, bool):
-                    if not 0 <= l < len(names):
-                        raise CorpusError(f"document {d}: label {l} is outside [0, {len(names)})")
-                    m[d, l] = True
-                elif str(l) in index:
-                    m[d, index[str(l)]] = True
-                else:
-                    raise CorpusError(f"document {d}: label {l!r} is not among the label names")
-        return m, names
-    values = sorted({l for ls in per_doc for l in ls}, key=lambda v: (not isinstance(v, (int, np.integer)), str(v)) if not isinstance(v, (int, np.integer)) else (False, int(v)))
-    if all(isinstance(v, (int, np.integer)) for v in values) and values:
-        if min(values) < 0:
-            d = next(d for d, ls in enumerate(per_doc) if min(ls) < 0)
-            raise CorpusError(f"document {d}: label {min(per_doc[d])} is negative")
+            for v in ls:
+                if v < 0:
+                    raise CorpusError(f"document {d}: label {v} is negative")
         names = tuple(str(i) for i in range(int(max(values)) + 1))
     else:
-        names = tuple(str(v) for v in values)
-    return _labels_matrix(per_doc if multi else [ls[0] for ls in per_doc], names, n_docs)
+        names = tuple(sorted({str(v) for v in values}))
+    index = {n: i for i, n in enumerate(names)}
+    m = np.zeros((n_docs, len(names)), bool)
+    for d, ls in enumerate(per_doc):
+        for v in ls:
+            if by_index and _is_label_int(v):
+                if not 0 <= v < len(names):
+                    raise CorpusError(f"document {d}: label {v} is outside [0, {len(names)})")
+                m[d, int(v)] = True
+            elif str(v) in index:
+                m[d, index[str(v)]] = True
+            else:
+                raise CorpusError(f"document {d}: label {v!r} is not among the label names")
+    return m, names
 
 
 def _modalities(modalities, modality_names, n_words: int):

@@ -106,11 +106,17 @@ def bars_picture(column: np.ndarray, size: int | None = None) -> list[str]:
 
 # ---------------------------------------------------------------------- shared real corpora
 def shared_data_dir() -> Path:
-    """The folder of shared corpora, or raise FileNotFoundError saying where it was looked for."""
+    """The folder of shared corpora, or raise FileNotFoundError saying where it was looked for.
+
+    ``$TOPICJAX_DATA``, when set, is the only place looked at (so that a wrong setting is an
+    error rather than a silent fall-back to another copy).
+    """
     candidates = []
     env = os.environ.get("TOPICJAX_DATA")
     if env:
-        candidates.append(Path(env))
+        if not Path(env).is_dir():
+            raise FileNotFoundError(f"TOPICJAX_DATA={env} is not a folder")
+        return Path(env)
     for base in (Path.cwd(), Path(__file__).resolve().parent):
         for parent in (base, *base.parents):
             candidates.append(parent / "shared" / "data")
@@ -148,12 +154,16 @@ def load_20newsgroups(
     ``subset`` is ``"train"``, ``"test"`` or ``"all"``; ``n_docs`` takes a seeded random sample of
     that many posts.  Headers (the lines before the first blank line) are removed by default, as
     they leak the label.  Vectorizer defaults: English stop words, ``min_df=5``, ``max_df=0.5``
-    and tokens of letters only (no numbers).  Labels are the newsgroups.
+    and tokens of letters only (no numbers).  Labels are the newsgroups; document names are the
+    post ids.  Posts left without words by the vectorizer are dropped (their indices in the
+    sample are in ``dropped_docs``), so the corpus may have slightly fewer than ``n_docs``.
     """
     import tarfile
 
     if subset not in ("train", "test", "all"):
         raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
+    if n_docs is not None and (int(n_docs) != n_docs or n_docs < 1):
+        raise ValueError(f"n_docs must be a positive integer or None, got {n_docs!r}")
     folder = _shared("20newsgroups")
     rows = []
     with open(folder / "index.tsv", encoding="utf-8") as fh:
@@ -166,6 +176,7 @@ def load_20newsgroups(
         rows = [rows[i] for i in pick]
     wanted = {r["path_in_tar"]: i for i, r in enumerate(rows)}
     texts: list[str | None] = [None] * len(rows)
+    left = len(wanted)
     with tarfile.open(folder / "20news-bydate.tar.gz", "r:gz") as tar:
         for member in tar:
             i = wanted.get(member.name)
@@ -176,6 +187,9 @@ def load_20newsgroups(
                 _, sep, body = raw.partition("\n\n")
                 raw = body if sep else raw
             texts[i] = raw
+            left -= 1
+            if left == 0:  # the rest of the (sequential, gzipped) tarball need not be read
+                break
     missing = [rows[i]["path_in_tar"] for i, t in enumerate(texts) if t is None]
     if missing:
         raise FileNotFoundError(f"{len(missing)} posts of index.tsv are not in the tarball, e.g. {missing[0]}")
@@ -192,6 +206,8 @@ def load_bbc_news(subset: str = "all") -> Corpus:
     ``subset`` is ``"train"``, ``"val"``, ``"test"`` or ``"all"``.  The vocabulary is the shared
     ``vocabulary.txt``, so every subset has the same one.
     """
+    if subset not in ("train", "val", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'val', 'test' or 'all', got {subset!r}")
     folder = _shared("bbc_news")
     vocab = [w.strip() for w in (folder / "vocabulary.txt").read_text(encoding="utf-8").splitlines() if w.strip()]
     index = {w: i for i, w in enumerate(vocab)}

@@ -1,0 +1,67 @@
+"""Shared fixtures: the folder of real corpora (or a clean skip) and small hand-made corpora."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from topicjax.corpus import Corpus
+from topicjax.datasets import shared_data_dir
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of shared real corpora (``/work/shared/data`` or ``$TOPICJAX_DATA``).
+
+    Skips the test, saying why, when the folder is absent: real corpora are never shipped with
+    the repository.
+    """
+    try:
+        return shared_data_dir()
+    except FileNotFoundError as e:
+        pytest.skip(f"shared data absent ({e})")
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus() -> Corpus:
+    """3 documents over 4 words; dense counts ``[[2,0,1,0],[0,3,0,1],[1,1,1,1]]``."""
+    dense = np.array([[2, 0, 1, 0], [0, 3, 0, 1], [1, 1, 1, 1]])
+    return Corpus.from_dense(dense, vocab=["apple", "banana", "cherry", "date"], doc_names=["d0", "d1", "d2"])
+
+
+@pytest.fixture(scope="session")
+def labelled_corpus() -> Corpus:
+    """4 documents, single labels ``["sport", "tech", "sport", "arts"]``."""
+    dense = np.array([[1, 2, 0], [0, 1, 4], [3, 0, 1], [1, 1, 1]])
+    return Corpus.from_dense(
+        dense, vocab=["ball", "chip", "goal"], labels=["sport", "tech", "sport", "arts"],
+        doc_names=["a", "b", "c", "d"],
+    )
+
+
+@pytest.fixture(scope="session")
+def multimodal_corpus() -> Corpus:
+    """Words in two modalities, the word "sport" in both; multi-label; named documents.
+
+    Vocabulary keys follow :mod:`topicjax.formats`' rule (``"@tag|sport"`` for the tag), in the
+    order in which :func:`topicjax.formats.write_vw` writes them (so it reads back equal).
+    """
+    vocab = ["match", "sport", "@tag|sport", "@tag|news", "vote"]
+    modalities = ["@default_class", "@default_class", "@tag", "@tag", "@default_class"]
+    dense = np.array([[2, 1, 1, 1, 0], [0, 0, 0, 1, 3], [1, 4, 1, 0, 1]])
+    return Corpus.from_dense(
+        dense, vocab=vocab, modalities=modalities, modality_names=["@default_class", "@tag"],
+        labels=[["s"], ["p"], ["s", "p"]], label_names=["p", "s"], doc_names=["m1", "m2", "m3"],
+    )
+
+
+@pytest.fixture(scope="session")
+def random_corpus() -> Corpus:
+    """A seeded random corpus of 40 documents over 30 words, every document at least 8 tokens
+    and 3 distinct words (so every completion split applies)."""
+    rng = np.random.default_rng(7)
+    dense = rng.poisson(0.6, size=(40, 30))
+    dense[:, :3] += 1 + rng.integers(0, 3, size=(40, 3))
+    return Corpus.from_dense(dense, doc_names=[f"doc{i}" for i in range(40)])
