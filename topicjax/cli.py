@@ -71,9 +71,16 @@ class _CLIError(Exception):
     pass
 
 
-def _read_corpus(path: str) -> Corpus:
-    from .formats import read_corpus
+def _read_corpus(path: str, encoding: str = "utf-8") -> Corpus:
+    from .formats import corpus_kind, read_corpus
 
+    if corpus_kind(path) == "texts":
+        # Raw text: English stop words out, words seen in one document only dropped, empty files
+        # (after tokenising) dropped and counted rather than fatal.
+        corpus = read_corpus(path, encoding=encoding, stop_words="english", min_df=2, empty_docs="drop")
+        if corpus.dropped_docs.size:
+            print(f"note: {corpus.dropped_docs.size} empty document(s) dropped")
+        return corpus
     return read_corpus(path)
 
 
@@ -96,7 +103,7 @@ def cmd_fit(args) -> int:
         corpus, true_phi = datasets.make_bars(n_docs=args.docs, seed=args.seed)
         print(f"bundled corpus: 'bars' of Griffiths & Steyvers (2004), {corpus!r}; true topics: 10 bars on a 5x5 grid")
     else:
-        corpus = _read_corpus(args.corpus)
+        corpus = _read_corpus(args.corpus, args.encoding)
         print(f"corpus {args.corpus}: {corpus!r}")
     topics = args.topics if args.topics is not None else (10 if bundled else 20)
     iterations = args.iterations if args.iterations is not None else (300 if bundled else 100)
@@ -161,7 +168,7 @@ def cmd_topics(args) -> int:
 
 def cmd_evaluate(args) -> int:
     model = _load_model(args.model_dir)
-    corpus = _read_corpus(args.corpus)
+    corpus = _read_corpus(args.corpus, args.encoding)
     if corpus.vocab != tuple(model.vocab_):
         corpus = corpus.with_vocab(model.vocab_, empty_docs="drop")
         if corpus.n_docs == 0:
@@ -188,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--docs", type=int, default=2000, help="documents of the bundled bars corpus")
     f.add_argument("--out", help="folder to save the fitted model to")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--encoding", default="utf-8", help="encoding of raw text files (e.g. latin-1)")
     f.set_defaults(func=cmd_fit)
     t = sub.add_parser("topics", help="print the top words of a saved model")
     t.add_argument("model_dir")
@@ -197,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("model_dir")
     e.add_argument("corpus")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--encoding", default="utf-8", help="encoding of raw text files")
     e.set_defaults(func=cmd_evaluate)
     return p
 
