@@ -8,7 +8,8 @@ family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set 
 from . import datasets, em, formats, metrics
 from .corpus import Corpus, CorpusError
 from .plsa import PLSA
+from .ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["Corpus", "CorpusError", "PLSA", "datasets", "em", "formats", "metrics"]
+__all__ = ["Corpus", "CorpusError", "PLSA", "TTMM", "datasets", "em", "formats", "metrics"]
