@@ -133,3 +133,17 @@ def test_top_words_and_recovery():
     assert rec["distance"] == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_array_equal(rec["matching"], [1, 0])
     assert metrics.hellinger([1.0, 0.0], [0.0, 1.0]) == pytest.approx(1.0)
+
+
+def test_heldout_ignores_words_unseen_in_training(small):
+    """ARTM sec. 5: held-out terms that did not appear in the training documents are ignored."""
+    phi = np.array([[0.5, 0.2], [0.5, 0.3], [0.0, 0.5], [0.0, 0.0]])  # word d never seen
+    obs, held = small.completion_split("tokens", seed=3)
+    theta = np.full((2, 4), 0.5)
+    ll = metrics.heldout_log_likelihood(phi, obs, held, theta=theta)
+    dense = held.to_dense()
+    ref = sum(dense[d, w] * np.log(phi[w] @ theta[:, d]) for d in range(4) for w in range(3) if dense[d, w])
+    assert ll == pytest.approx(ref)
+    n = dense[:, :3].sum()
+    assert metrics.heldout_perplexity(phi, obs, held, theta=theta) == pytest.approx(np.exp(-ref / n))
+    assert metrics.heldout_log_likelihood(phi, obs, held, theta=theta, unseen="keep") == -np.inf

@@ -5,11 +5,12 @@ PLSA and ARTM with regularizers written as plain Python functions (their M-step 
 family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set of metrics.
 """
 
-from . import datasets, em, formats, metrics
+from . import datasets, em, formats, metrics, regularizers, scores
+from .artm import ARTM
 from .corpus import Corpus, CorpusError
 from .plsa import PLSA
 from .ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["Corpus", "CorpusError", "PLSA", "TTMM", "datasets", "em", "formats", "metrics"]
+__all__ = ["ARTM", "Corpus", "CorpusError", "PLSA", "TTMM", "datasets", "em", "formats", "metrics", "regularizers", "scores"]

@@ -88,10 +88,10 @@ def _phi(model) -> np.ndarray:
     return np.asarray(model.phi_)
 
 
-def _print_topics(model, vocab, n=10, out=sys.stdout):
+def _print_topics(model, vocab, n=10):
     phi = _phi(model)
     for t, words in enumerate(metrics.top_words(phi, vocab, n)):
-        print(f"  topic {t:3d}: {' '.join(words)}", file=out)
+        print(f"  topic {t:3d}: {' '.join(words)}")
 
 
 def cmd_fit(args) -> int:

@@ -115,25 +115,52 @@ def _check_pair(observed: Corpus, heldout: Corpus):
         )
 
 
-def heldout_log_likelihood(phi, observed: Corpus, heldout: Corpus, *, theta=None, n_iter: int = 30) -> float:
+def _drop_unseen(phi, heldout: Corpus) -> Corpus:
+    """``heldout`` without the tokens of words no topic can produce (a zero row of Φ: words the
+    training part never saw).  ARTM sec. 5: "terms in the second halves that did not appear in D
+    are ignored"."""
+    unseen = np.asarray(phi).sum(1) <= 0
+    if not unseen.any():
+        return heldout
+    keep = ~unseen[heldout.word_ids]
+    counts = np.where(keep, heldout.counts, 0)
+    return Corpus.from_entries(heldout.doc_ids, heldout.word_ids, counts, vocab=heldout.vocab,
+                               n_docs=heldout.n_docs, empty_docs="drop")
+
+
+def heldout_log_likelihood(phi, observed: Corpus, heldout: Corpus, *, theta=None, n_iter: int = 30,
+                           unseen: str = "ignore") -> float:
     """Held-out log-likelihood by document completion.
 
     Θ of the test documents is estimated on ``observed`` with Φ fixed (unless ``theta`` is given,
     e.g. a model's own estimate), then ``heldout`` is scored: Σ n'_dw log Σ_t φ_wt θ_td.  The two
     parts come from :meth:`Corpus.completion_split` — random halves of the tokens (ARTM sec. 5) or
     disjoint word sets (PTM eq. 32).  Re-index a test corpus onto the training vocabulary first
-    (:meth:`Corpus.with_vocab`), which drops unseen words as ARTM sec. 5 prescribes.
+    (:meth:`Corpus.with_vocab`).  Held-out tokens of words that Φ gives probability zero in every
+    topic (words absent from the training documents) are ignored (``unseen="ignore"``, ARTM
+    sec. 5) or kept (``"keep"``: the result is then -inf).
     """
     _check_pair(observed, heldout)
+    if unseen not in ("ignore", "keep"):
+        raise ValueError(f"unseen must be 'ignore' or 'keep', got {unseen!r}")
     if theta is None:
         theta = fold_in(phi, observed, n_iter=n_iter)
+    if unseen == "ignore":
+        scored = _drop_unseen(phi, heldout)
+        if scored.n_docs != heldout.n_docs:  # documents left with no scored token drop out
+            keep = np.setdiff1d(np.arange(heldout.n_docs), scored.dropped_docs)
+            theta = np.asarray(theta)[:, keep]
+        heldout = scored
     return log_likelihood(phi, theta, heldout)
 
 
-def heldout_perplexity(phi, observed: Corpus, heldout: Corpus, *, theta=None, n_iter: int = 30) -> float:
-    """exp(-L_heldout / n_heldout): hold-out perplexity by document completion (ARTM sec. 5)."""
-    ll = heldout_log_likelihood(phi, observed, heldout, theta=theta, n_iter=n_iter)
-    return float(np.exp(-ll / heldout.n_tokens))
+def heldout_perplexity(phi, observed: Corpus, heldout: Corpus, *, theta=None, n_iter: int = 30,
+                       unseen: str = "ignore") -> float:
+    """exp(-L_heldout / n_heldout): hold-out perplexity by document completion (ARTM sec. 5);
+    ``n_heldout`` counts the scored tokens (see ``unseen`` in :func:`heldout_log_likelihood`)."""
+    ll = heldout_log_likelihood(phi, observed, heldout, theta=theta, n_iter=n_iter, unseen=unseen)
+    n = heldout.n_tokens if unseen == "keep" else int(heldout.counts[np.asarray(phi).sum(1)[heldout.word_ids] > 0].sum())
+    return float(np.exp(-ll / n))
 
 
 # ------------------------------------------------------------------------------ coherence
