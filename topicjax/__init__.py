@@ -8,9 +8,10 @@ family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set 
 from . import datasets, em, formats, metrics, regularizers, scores
 from .artm import ARTM
 from .corpus import Corpus, CorpusError
+from .lida import LIDA
 from .plsa import PLSA
 from .ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["ARTM", "Corpus", "CorpusError", "PLSA", "TTMM", "datasets", "em", "formats", "metrics", "regularizers", "scores"]
+__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "PLSA", "TTMM", "datasets", "em", "formats", "metrics", "regularizers", "scores"]
