@@ -578,11 +578,12 @@ def machine():
     except (ValueError, OSError):
         pass
     vers = [f"jax {jax.__version__} ({jax.default_backend()})"]
-    for mod in ("numba", "artm", "gensim", "sklearn", "tomotopy"):
-        try:
-            m = __import__(mod)
-            vers.append(f"{mod} {getattr(m, '__version__', None) or getattr(m, 'version', lambda: '?')()}")
-        except Exception:
+    from importlib import metadata
+
+    for dist in ("numba", "bigartm", "gensim", "scikit-learn", "tomotopy"):
+        try:  # versions without importing the packages
+            vers.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
             pass
     return f"{cpu}, {os.cpu_count()} logical CPUs, {mem} RAM, Python {platform.python_version()}; " + ", ".join(vers)
 
