@@ -232,7 +232,14 @@ _BATCHES: dict = {}
 class BigARTM(System):
     def __init__(self, *a, doc_passes=1, workdir=None):
         super().__init__(*a)
-        import artm
+        cwd = os.getcwd()
+        os.chdir(workdir)  # BigARTM's log files (bigartm.*) go to the current folder when it starts
+        try:
+            import artm
+
+            artm.version()
+        finally:
+            os.chdir(cwd)
 
         from topicjax import formats
 

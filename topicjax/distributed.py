@@ -30,7 +30,11 @@ and in ``fit.py``::
     from topicjax import distributed
     phi, theta, history = distributed.fit(corpus, n_topics=100, max_iter=50)   # all devices
 
-On a machine with several GPUs the same code uses them all (``jax.devices()``).
+On a machine with several GPUs the same code uses them all (``jax.devices()``).  On one
+multi-core CPU, N host devices are also the way to run one model on N threads (XLA runs each
+device's share on its own thread; the single-device E-step is mostly single-threaded), at the
+price of the all-reduce of the counts; ``experiments/bench_em.py`` reports this as
+``ours-Ndev`` when started with the flag above.
 
 Several processes or hosts (``jax.distributed``)
 -------------------------------------------------
