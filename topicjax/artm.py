@@ -841,12 +841,7 @@ class ARTM(TopicModelBase):
     def save(self, path) -> None:
         """Save to folder ``path``: Φ, Θ, Ψ, histories, coefficients, learned regularizer
         parameters, and each regularizer's JSON spec where it has one (see the class docstring)."""
-        self._check_fitted()
-        params = {k: v for k, v in self.get_params(deep=False).items() if k not in self._unsaved_params}
-        meta = {"model": type(self).__name__, "params": params, "vocab": list(self.vocab_)}
-        for name in self._saved_meta:
-            if hasattr(self, name):
-                meta[name] = getattr(self, name)
+        arrays, meta = self._save_contents()
         if isinstance(self.scores, (list, tuple)) and all(isinstance(x, str) for x in self.scores):
             meta["score_names"] = list(self.scores)
         reg_meta = []
@@ -855,7 +850,6 @@ class ARTM(TopicModelBase):
         meta["regularizers"] = reg_meta
         if getattr(self, "_class_freq", None) is not None:
             meta["class_freq"] = np.asarray(self._class_freq).tolist()
-        arrays = {n: np.asarray(getattr(self, n)) for n in self._saved_arrays if getattr(self, n, None) is not None}
         for i, lp in enumerate(getattr(self, "learned_params_", []) or []):
             for k, v in lp.items():
                 arrays[f"learned__{i}__{k}"] = np.asarray(v)

@@ -76,8 +76,9 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return [[self.vocab_[i] for i in order[:, t]] for t in range(phi.shape[1])]
 
     # ---------------------------------------------------------------- persistence
-    def save(self, path) -> None:
-        """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip."""
+    def _save_contents(self) -> tuple[dict, dict]:
+        """``(arrays, meta)`` to save: the ``_saved_arrays``, the JSON-able constructor parameters,
+        the vocabulary and the ``_saved_meta``; subclasses extend both dicts."""
         self._check_fitted()
         params = {k: v for k, v in self.get_params(deep=False).items() if k not in self._unsaved_params}
         meta = {"model": type(self).__name__, "params": params, "vocab": list(self.vocab_)}
@@ -85,7 +86,11 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
             if hasattr(self, name):
                 meta[name] = getattr(self, name)
         arrays = {name: np.asarray(getattr(self, name)) for name in self._saved_arrays if getattr(self, name, None) is not None}
-        save_folder(path, arrays, meta)
+        return arrays, meta
+
+    def save(self, path) -> None:
+        """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip."""
+        save_folder(path, *self._save_contents())
 
     @classmethod
     def load(cls, path, **params):
