@@ -179,28 +179,28 @@ def prepare(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocW
     return em.prepare(corpus, chunk)
 
 
-def _doc_sums(table: Float[Array, "W X"], data: DocWordCounts, n_docs: int) -> Float[Array, "D X"]:
-    """``N @ table``: row d is Σ_w n_dw table[w] (sparse, chunk by chunk; padding has count 0)."""
+def _sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
+    """``N @ table`` (``by_doc``: row d is Σ_w n_dw table[w]) or ``Nᵀ @ table`` (row w is
+    Σ_d n_dw table[d]), chunk by chunk over the non-zeros (padding has count 0)."""
 
     def body(acc, chunk):
         d, w, n = chunk
-        return acc.at[d].add(n[:, None] * table[w]), None
+        dst, src = (d, w) if by_doc else (w, d)
+        return acc.at[dst].add(n[:, None] * table[src]), None
 
-    acc0 = jnp.zeros((n_docs, table.shape[1]), table.dtype)
+    acc0 = jnp.zeros((n_out, table.shape[1]), table.dtype)
     out, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
     return out
+
+
+def _doc_sums(table: Float[Array, "W X"], data: DocWordCounts, n_docs: int) -> Float[Array, "D X"]:
+    """``N @ table``: row d is Σ_w n_dw table[w]."""
+    return _sparse_sums(table, data, n_docs, by_doc=True)
 
 
 def _word_sums(table: Float[Array, "D X"], data: DocWordCounts, n_words: int) -> Float[Array, "W X"]:
     """``Nᵀ @ table``: row w is Σ_d n_dw table[d]."""
-
-    def body(acc, chunk):
-        d, w, n = chunk
-        return acc.at[w].add(n[:, None] * table[d]), None
-
-    acc0 = jnp.zeros((n_words, table.shape[1]), table.dtype)
-    out, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
-    return out
+    return _sparse_sums(table, data, n_words, by_doc=False)
 
 
 def _log(x):
