@@ -108,8 +108,11 @@ def test_same_seed_same_result(step):
             s = step(s, data, None)
         return np.asarray(s.phi)
 
-    assert np.array_equal(fit(7), fit(7))
-    assert not np.array_equal(fit(7), fit(8))
+    if jax.default_backend() == "cpu":
+        assert np.array_equal(fit(7), fit(7))
+    else:  # GPU scatter-adds use atomics: same seed, same model to float round-off (module docs)
+        np.testing.assert_allclose(fit(7), fit(7), rtol=1e-4, atol=1e-7)
+    assert not np.allclose(fit(7), fit(8), rtol=1e-2)
 
 
 def test_normalize_columns_zero_column_is_zero_not_nan():
