@@ -320,3 +320,63 @@ def test_table1_experiment_quick(tmp_path):
     assert res["PLSA"]["S_Phi"] < 0.1 < res["Sm Sp b"]["S_Phi"]  # sparsing sparses
     text = out.read_text()
     assert "Command: `python" in text and "| Sm Sp b Dc | + | b | + |" in text and "Trends of the paper" in text
+
+
+def test_fit_many_seeds_and_numbers_of_topics_equal_separate_fits():
+    """Random restarts and several numbers of topics (masked) in one compiled call."""
+    corpus, _ = tj.datasets.make_bars(n_docs=40, doc_length=40, seed=5)
+    regs = [(R.smooth_phi(), 0.05), (R.sparse_theta(), 0.1)]
+    seeds, tops = [0, 3, 3], [6, 4, 6]
+    for remove in ("remove", "keep"):
+        base = ARTM(6, regularizers=regs, max_iter=6, progress=False, scores=("perplexity",),
+                    overregularized=remove)
+        models = base.fit_many(corpus, seeds=seeds, n_topics=tops, batch_size=2)
+        for g, (seed, T) in enumerate(zip(seeds, tops)):
+            single = ARTM(T, regularizers=regs, max_iter=6, progress=False, scores=("perplexity",),
+                          random_state=seed, overregularized=remove).fit(corpus)
+            m = models[g]
+            assert m.n_components == T and m.random_state == seed and m.phi_.shape == (corpus.n_words, T)
+            np.testing.assert_allclose(m.phi_, single.phi_, atol=1e-5)
+            np.testing.assert_allclose(m.theta_, single.theta_, atol=1e-5)
+            np.testing.assert_allclose(m.scores_[-1]["objective"], single.scores_[-1]["objective"], rtol=1e-5)
+            np.testing.assert_allclose(m.scores_[-1]["perplexity"], single.scores_[-1]["perplexity"], rtol=1e-5)
+            assert len(m.topic_names_) == T
+    # the smoothing term would revive masked topics if they were not masked: they stay zero
+    assert np.all(models[1].phi_.sum(0) > 0.99)
+
+
+def test_fit_many_bad_input():
+    corpus, _ = tj.datasets.make_bars(n_docs=20, doc_length=20, seed=1)
+    base = ARTM(4, max_iter=2, progress=False, scores=())
+    with pytest.raises(ValueError, match="at least one of"):
+        base.fit_many(corpus)
+    with pytest.raises(ValueError, match="one length"):
+        base.fit_many(corpus, seeds=[0, 1], n_topics=[3])
+    with pytest.raises(ValueError, match="no models"):
+        base.fit_many(corpus, seeds=[])
+    with pytest.raises(ValueError, match="n_topics must hold integers >= 1"):
+        base.fit_many(corpus, n_topics=[3, 0])
+    with pytest.raises(ValueError, match="background_topics"):
+        ARTM(4, background_topics=1, max_iter=2, progress=False).fit_many(corpus, n_topics=[3, 4])
+
+
+def _load_experiment(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_grid_benchmarks_quick_smoke_run(tmp_path):
+    """experiments/bench_grid.py and bench_grid_compiled.py --quick (the grid must equal the
+    sequential fits: bench_grid checks it and raises otherwise)."""
+    out = tmp_path / "grid.md"
+    _load_experiment("bench_grid").main(["--quick", "--out", str(out)])
+    text = out.read_text()
+    assert "Command:" in text and "| bars | 6 |" in text
+    rows = _load_experiment("bench_grid_compiled").main(["--quick"])
+    assert rows[0][0] == "bars" and all(v > 0 for v in rows[0][1].values())

@@ -150,6 +150,9 @@ class ARTMState(NamedTuple):
 
 _CACHE: dict = {}
 
+#: ``em.init`` for a batch of keys, compiled once per shape (``fit_grid``'s random restarts).
+_init_batch = jax.jit(jax.vmap(em.init, in_axes=(0, None, None, None)), static_argnums=(1, 2, 3))
+
 
 def _combine(fns: Sequence[Callable]):
     """``R_total(phi, theta, (taus, params)) = Σ_i taus[i] R_i(phi, theta; params[i])`` (eq. 13)."""
@@ -164,10 +167,14 @@ def _combine(fns: Sequence[Callable]):
     return R_total
 
 
-def _build(bound: Sequence, n_mod: int, remove: bool, update_phi: bool):
+def _build(bound: Sequence, n_mod: int, remove: bool, update_phi: bool, mask_topics: bool = False):
     """The compiled ARTM step, scan runner and vmapped grid runner for these regularizer
-    functions, cached so that refits (new τ, schedules, data of the same shapes) reuse them."""
-    key = (tuple(r.key for r in bound), tuple(r.update for r in bound), n_mod, remove, update_phi)
+    functions, cached so that refits (new τ, schedules, data of the same shapes) reuse them.
+
+    ``mask_topics``: keep topics whose ``topic_alive`` is 0 at zero even when over-regularized
+    topics are kept (``fit_grid`` with several numbers of topics pads every model to the largest
+    and masks the extra topics from the start)."""
+    key = (tuple(r.key for r in bound), tuple(r.update for r in bound), n_mod, remove, update_phi, mask_topics)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -201,9 +208,13 @@ def _build(bound: Sequence, n_mod: int, remove: bool, update_phi: bool):
         unused = jnp.all((theta <= 0) | (alive_d[None, :] <= 0), axis=1)
         dead_t = (dead_t | unused) & (alive_t > 0)
         dead_d = (theta.sum(0) <= 0) & (alive_d > 0)
-        if remove:
-            alive_t = alive_t * (~dead_t).astype(alive_t.dtype)
-            alive_d = alive_d * (~dead_d).astype(alive_d.dtype)
+        if remove or mask_topics:
+            if remove:
+                alive_t = alive_t * (~dead_t).astype(alive_t.dtype)
+                alive_d = alive_d * (~dead_d).astype(alive_d.dtype)
+            # Masked topics get no mass: a smoothing term would otherwise give them some.
+            # normalize(normalize(a) * m) = normalize(a * m), so masking after the M-step's
+            # normalisation gives the Θ of a model without those topics.
             if update_phi:
                 phi = phi * alive_t[None, :]
             theta = em.normalize_columns(theta * alive_t[:, None]) * alive_d[None, :]
@@ -214,9 +225,11 @@ def _build(bound: Sequence, n_mod: int, remove: bool, update_phi: bool):
     def run(state, data, tau_table, aux, n_iter):
         return em.run_scan(lambda s: step(s, data, tau_table[s.iteration], aux), state, n_iter)
 
-    def grid(state, data, tables, aux, n_iter, batch_size):
-        # lax.map over chunks of `batch_size` models, each chunk vmapped (batch_size = G: one vmap)
-        return jax.lax.map(lambda tb: run(state, data, tb, aux, n_iter), tables, batch_size=batch_size)
+    def grid(states, data, tables, aux, n_iter, batch_size):
+        # lax.map over chunks of `batch_size` models, each chunk vmapped (batch_size = G: one vmap;
+        # 1: a plain loop over the models, the single-model kernels without any batching)
+        return jax.lax.map(lambda a: run(a[0], data, a[1], aux, n_iter), (states, tables),
+                           batch_size=batch_size if batch_size > 1 else None)
 
     out = SimpleNamespace(
         step=jax.jit(step),
@@ -678,26 +691,73 @@ class ARTM(TopicModelBase):
         ]
 
     # ------------------------------------------------------------------ grid
-    def fit_grid(self, X, taus, y=None, *, batch_size: int | None = None) -> list["ARTM"]:
-        """Fit one model per row of ``taus`` in ONE compiled call (:func:`em.run_scan` under
-        ``jax.vmap`` over the coefficients).
+    def fit_grid(self, X, taus=None, y=None, *, seeds=None, n_topics=None,
+                 batch_size: int | None = None) -> list["ARTM"]:
+        """Fit a batch of models in ONE compiled call (:func:`em.run_scan` under ``jax.vmap``
+        over the models' coefficients and initial states).  ``fit_many`` is the same method.
 
-        ``taus``: array (G, R), R = number of regularizers; entry ``[g, i]`` is τ_i of model g
-        (``nan`` keeps the model's own coefficient or schedule ``tau(iteration)``).  Every model
-        runs ``max_iter`` iterations (no ``tol``) from the same initial state; they equal
-        separate fits with the same coefficients.  ``batch_size``: models vmapped together
-        (``jax.lax.map`` over chunks of that size inside the same compiled call).  Default: all G
-        at once on accelerators; 1 on CPU, where the vmapped E-step's batched gather/scatter is
-        several times slower per model than one model at a time (KOS, T = 100: ~4x).
-        Returns a list of fitted :class:`ARTM` (clones of this one with the grid's
-        coefficients); ``scores_`` hold ``objective`` and ``perplexity`` per iteration and the
-        configured scores after the last one.
+        The models of the batch may differ in
+
+        * ``taus``: array (G, R), R = number of regularizers; entry ``[g, i]`` is τ_i of model g
+          (``nan`` keeps the model's own coefficient or schedule ``tau(iteration)``);
+        * ``seeds``: G integers, the ``random_state`` of each model's initial Φ (random
+          restarts);
+        * ``n_topics``: G numbers of topics.  Every model is padded to the largest number and its
+          extra topics are masked (zero columns of Φ, zero rows of Θ, ``topic_alive`` 0) from the
+          start, so it is the model with that many topics.  Not with ``background_topics``,
+          ``topic_names`` or regularizers that learn parameters (their shapes follow T).
+
+        Whatever is not given is this estimator's own (``None`` taus: its coefficients; ``None``
+        seeds: ``random_state``; ``None`` n_topics: ``n_components``); G is the common length
+        of those given.  Every model runs ``max_iter`` iterations (no ``tol``) and equals the
+        separate fit of a clone with its coefficients, seed and number of topics (tested).
+        ``batch_size``: models vmapped together (``jax.lax.map`` over chunks of that size inside
+        the same compiled call).  Default: all G at once on accelerators (on an H100 the
+        compiled batch of 32 KOS models at T = 100 costs 0.24 ms per model-iteration against
+        0.41 ms for one model's compiled loop and 8.3 ms for ``fit`` in a Python loop,
+        experiments/results/bench_grid_gpu.md); 1 on CPU, where a model's E-step is bound by
+        memory traffic that batching does not share, so models run one after another inside
+        the call (KOS, T = 100: 4 vmapped models 0.70x, one at a time 0.91x the throughput of
+        sequential ``fit`` calls on 2 loaded cores, experiments/results/bench_grid_cpu.md).
+        Returns a list of fitted :class:`ARTM` (clones of this one with the batch's settings);
+        ``scores_`` hold ``objective`` and ``perplexity`` per iteration and the configured scores
+        after the last one.  Bits may differ from separate fits (different XLA programs), and
+        between CPU and GPU.
+
+        Example::
+
+            >>> import topicjax as tj
+            >>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+            >>> base = tj.ARTM(5, max_iter=5, progress=False, scores=())
+            >>> models = base.fit_many(corpus, seeds=[0, 1, 2], n_topics=[4, 5, 6])
+            >>> [m.phi_.shape[1] for m in models]
+            [4, 5, 6]
         """
         from sklearn.base import clone
 
-        s = self._prepare_fit(X, y)
-        grid = np.asarray(taus, np.float64)
+        sizes = {name: len(v) for name, v in (("taus", taus), ("seeds", seeds), ("n_topics", n_topics))
+                 if v is not None}
+        if not sizes:
+            raise ValueError("fit_grid needs at least one of taus, seeds or n_topics")
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"taus, seeds and n_topics must have one length (models), got {sizes}")
+        G = next(iter(sizes.values()))
+        if G == 0:
+            raise ValueError("fit_grid: no models (empty taus/seeds/n_topics)")
+        seeds = [int(self.random_state)] * G if seeds is None else [self._int_param(v, "seeds", 0) for v in seeds]
+        own_T = int(self.n_components)
+        tops = [own_T] * G if n_topics is None else [self._int_param(v, "n_topics", 1) for v in n_topics]
+        T_max = max(tops)
+        masked = any(t != T_max for t in tops)
+        if masked and (self.background_topics or self.topic_names is not None):
+            raise ValueError("fit_grid with several numbers of topics cannot use background_topics or topic_names")
+        proto = clone(self).set_params(n_components=T_max)
+        s = proto._prepare_fit(X, y)
+        self.vocab_, self.n_features_in_ = proto.vocab_, proto.n_features_in_
+        if masked and any(r.update is not None for r in s.bound):
+            raise ValueError("fit_grid with several numbers of topics cannot use regularizers that learn parameters")
         R = len(s.terms)
+        grid = np.full((G, R), np.nan) if taus is None else np.asarray(taus, np.float64)
         if grid.ndim == 1 and R == 1:
             grid = grid[:, None]
         if grid.ndim != 2 or grid.shape[1] != R:
@@ -709,31 +769,40 @@ class ARTM(TopicModelBase):
                                  "schedules can be compiled into a grid")
         own = np.stack([self._tau_values(s.terms, it, []) for it in range(1, n_iter + 1)]) if R else np.zeros((n_iter, 0))
         tables = np.where(np.isnan(grid)[:, None, :], own[None], grid[:, None, :])  # (G, n_iter, R)
-        for g in range(grid.shape[0]):
+        for g in range(G):
             for i, t in enumerate(s.terms):
                 col = tables[g, :, i]
                 if not np.all(np.isfinite(col)):
                     raise ValueError(f"taus[{g}, {i}] ({t.name}) is not finite")
                 if t.reg.nonnegative and (col < 0).any():
                     raise ValueError(f"taus[{g}, {i}] = {col.min()} is negative; {t.name} requires tau >= 0")
-        state = self._init_state(s)
-        self._check_terms([(r, t.name) for r, t in zip(s.bound, s.terms)], state.params, state.phi, state.theta)
-        fns = _build(s.bound, len(s.mod_names), self.overregularized == "remove", True)
-        G = grid.shape[0]
+        states = self._initial_states(proto, s, seeds, tops)
+        first = jax.tree.map(lambda a: a[0], states)
+        self._check_terms([(r, t.name) for r, t in zip(s.bound, s.terms)], first.params, first.phi, first.theta)
+        fns = _build(s.bound, len(s.mod_names), self.overregularized == "remove", True, mask_topics=masked)
         if batch_size is None:
             batch_size = 1 if jax.default_backend() == "cpu" else G
         batch_size = max(1, min(int(batch_size), G))
-        finals, traces = fns.grid(state, s.data, jnp.asarray(tables, jnp.float32), self._aux(s), n_iter, batch_size)
+        finals, traces = fns.grid(states, s.data, jnp.asarray(tables, jnp.float32), self._aux(s), n_iter, batch_size)
         traces = np.asarray(traces)
-        if not (np.all(np.isfinite(np.asarray(finals.phi))) and np.all(np.isfinite(np.asarray(finals.theta)))):
-            raise em.NumericalError("fit_grid: non-finite parameters in some model of the grid")
+        finals = jax.tree.map(np.asarray, finals)  # one transfer; models are sliced on the host
+        bad = ~(np.isfinite(finals.phi).all(axis=(1, 2)) & np.isfinite(finals.theta).all(axis=(1, 2)))
+        if bad.any():
+            raise em.NumericalError(f"fit_grid: non-finite parameters in model(s) {np.flatnonzero(bad).tolist()} "
+                                    "of the batch (taus rows / seeds in that order)")
         trackers = scores_mod.resolve_scores(self.scores)
         models = []
-        for g in range(grid.shape[0]):
-            m = clone(self)
+        for g in range(G):
+            m = clone(self).set_params(random_state=seeds[g], n_components=tops[g])
             m.regularizers = [(t.reg, float(grid[g, i]) if np.isfinite(grid[g, i]) else t.tau)
                               for i, t in enumerate(s.terms)]
             st = jax.tree.map(lambda a: a[g], finals)
+            sg = s
+            if tops[g] != T_max:  # drop the padding topics
+                Tg = tops[g]
+                st = st._replace(phi=st.phi[:, :Tg], theta=st.theta[:Tg], topic_alive=st.topic_alive[:Tg],
+                                 dead_topics=st.dead_topics[:Tg])
+                sg = SimpleNamespace(**{**vars(s), "names": s.names[:Tg]})
             records = []
             for it in range(n_iter):
                 rec = {"iteration": it + 1, "objective": float(traces[g, it]),
@@ -742,10 +811,53 @@ class ARTM(TopicModelBase):
                     rec[f"tau/{t.name}"] = float(tables[g, it, i])
                 records.append(rec)
             m.vocab_, m.n_features_in_ = self.vocab_, self.n_features_in_
-            records[-1].update(m._run_scores(trackers, s, st, n_iter))
-            m._store(s, st, records, tables[g, -1])
+            records[-1].update(m._run_scores(trackers, sg, st, n_iter))
+            m._store(sg, st, records, tables[g, -1])
             models.append(m)
         return models
+
+    @staticmethod
+    def _int_param(v, name: str, low: int) -> int:
+        if not _is_number(v) or int(v) != v or v < low:
+            raise ValueError(f"{name} must hold integers >= {low}, got {v!r}")
+        return int(v)
+
+    def _initial_states(self, proto, s, seeds, tops) -> ARTMState:
+        """The initial states of fits with ``random_state=seeds[g]`` and ``tops[g]`` topics,
+        stacked (leading axis: model) and padded with masked topics to ``proto.n_components``.
+
+        Each model starts where its own fit would (:meth:`_init_state`: ``em.init`` from its
+        seed); the states of one number of topics are drawn by one vmapped call."""
+        T_max = int(proto.n_components)
+        W, D = len(s.row_mod), s.corpus.n_docs
+        n_mod = len(s.mod_names)
+        G = len(seeds)
+        phis, thetas, alives, order = [], [], [], []
+        for T in sorted(set(tops)):  # states stay on the device: no round trip of G x W x T values
+            idx = [g for g, t in enumerate(tops) if t == T]
+            if max(seeds[g] for g in idx) < 2**31:  # one dispatch for all keys
+                keys = jax.vmap(jax.random.key)(jnp.asarray([seeds[g] for g in idx], jnp.int32))
+            else:
+                keys = jnp.stack([jax.random.key(seeds[g]) for g in idx])
+            st = _init_batch(keys, W, D, T)
+            phi = st.phi
+            if n_mod > 1:
+                phi = jnp.asarray(np.stack([_normalize_blocks_np(x, s.row_mod, n_mod) for x in np.asarray(phi)]))
+            pad = T_max - T
+            phis.append(jnp.pad(phi, ((0, 0), (0, 0), (0, pad))))
+            thetas.append(jnp.pad(st.theta, ((0, 0), (0, pad), (0, 0))))
+            alives.append(jnp.pad(jnp.ones((len(idx), T), jnp.float32), ((0, 0), (0, pad))))
+            order += idx
+        if len(phis) == 1:
+            phi, theta, alive = phis[0], thetas[0], alives[0]
+        else:
+            inv = jnp.asarray(np.argsort(order))
+            phi, theta, alive = (jnp.concatenate(x)[inv] for x in (phis, thetas, alives))
+        z = jnp.zeros((G,), jnp.float32)
+        params = jax.tree.map(lambda a: jnp.broadcast_to(a, (G,) + jnp.shape(a)),
+                              tuple(r.params for r in s.bound))
+        return ARTMState(phi, theta, z, z, jnp.zeros((G,), jnp.int32), params, alive,
+                         jnp.ones((G, D), jnp.float32), jnp.zeros((G, T_max), bool), jnp.zeros((G, D), bool))
 
     fit_many = fit_grid
 
