@@ -311,3 +311,143 @@ def test_experiment_quick(tmp_path):
     mod.main(["--quick", "--out", str(out)])
     text = out.read_text()
     assert "| M |" in text and "PLSA" in text and "--quick" in text
+
+
+# ----------------------------------------------------------------------------- restarts
+SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def many(bars):
+    """Three restarts in one compiled call, vmapped (the CPU default would run them one at a time),
+    with the settings of ``fitted`` (seed 0)."""
+    base = PTM(n_components=6, bic="2014-exact", max_iter=15, random_state=0, progress=False)
+    refits, real_fit = [], PTM.fit
+    with pytest.MonkeyPatch.context() as mp:  # record the fallback refits (there should be none)
+        mp.setattr(PTM, "fit", lambda self, X, y=None: refits.append(self.random_state) or real_fit(self, X, y))
+        models = base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
+    assert refits == [], "the device's stopping decisions disagreed with em.run's rule"
+    return base, models
+
+
+def assert_same_fit(a, b):
+    np.testing.assert_array_equal(a.u_, b.u_)
+    np.testing.assert_array_equal(a.v_, b.v_)
+    np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(a.beta_, b.beta_, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(a.phi_, b.phi_, rtol=1e-6, atol=1e-7)
+    assert a.n_iter_ == b.n_iter_
+    assert a.bic_ == pytest.approx(b.bic_, rel=1e-9)
+    np.testing.assert_allclose(a.bic_history_, b.bic_history_, rtol=1e-9)
+    for key in ("u_flips", "v_flips"):
+        assert [h[key] for h in a.history_] == [h[key] for h in b.history_]
+
+
+def test_fit_many_equals_separate_fits(many, fitted, bars):
+    """Restarts vmapped in one compiled while-loop equal separate fits seed by seed (switches
+    exactly, parameters and BIC to float tolerance), including restarts that stop early while
+    the others go on (per-restart convergence masks)."""
+    base, models = many
+    assert not hasattr(base, "u_")  # the prototype is left unfitted
+    assert [m.random_state for m in models] == list(SEEDS)
+    separate = [fitted] + [clone(fitted).set_params(random_state=s).fit(bars) for s in SEEDS[1:]]
+    for m, s in zip(models, separate):
+        assert_same_fit(m, s)
+        check_constraints(m.u_, m.v_)
+        assert m.bic_ == m.bic_history_[-1] and len(m.history_) == m.n_iter_
+    # the batch exercised the masks: restarts stopped at different iterations, before max_iter
+    n_iters = [m.n_iter_ for m in models]
+    assert len(set(n_iters)) > 1 and min(n_iters) < 15
+    # the restarts are different models, and best_fit takes the smallest BIC (reference BIC in numpy)
+    assert not np.array_equal(models[0].u_, models[1].u_)
+    dense = bars.to_dense()
+    for m in models:
+        ref = np_bic("2014-exact", dense, m.u_, m.v_, m.alpha_.astype(np.float64), m.beta_.astype(np.float64),
+                     m.beta0_.astype(np.float64))
+        assert m.bic_ == pytest.approx(ref, rel=1e-6)
+    assert ptm.best_fit(models) is models[int(np.argmin([m.bic_ for m in models]))]
+    # the models are complete estimators
+    np.testing.assert_allclose(models[1].transform(bars.subset(np.arange(5))),
+                               separate[1].transform(bars.subset(np.arange(5))), rtol=1e-5, atol=1e-7)
+
+
+def test_fit_many_refits_a_restart_whose_stop_disagrees(many, bars, monkeypatch):
+    """When the host replay of em.run's stopping rule disagrees with the device's decision for a
+    restart, that restart is fitted alone (forced here), so the result still equals its fit."""
+    base, models = many
+    calls = []
+    real_stop, real_fit = ptm._stop_iteration, PTM.fit
+
+    def fake_stop(bics, tol):
+        return len(bics) - 2 if len(calls) == 0 and len(bics) > 2 else real_stop(bics, tol)
+
+    def counting_fit(self, X, y=None):
+        calls.append(self.random_state)
+        return real_fit(self, X, y)
+
+    monkeypatch.setattr(ptm, "_stop_iteration", fake_stop)
+    monkeypatch.setattr(PTM, "fit", counting_fit)
+    again = base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))  # the compiled call is reused
+    assert calls == [SEEDS[0]]
+    for a, b in zip(again, models):
+        assert_same_fit(a, b)
+
+
+def test_fit_many_reports_non_finite_restarts(many, bars, monkeypatch):
+    """A restart whose parameters became non-finite on the device is an error naming its seed."""
+    base, _ = many
+    real = ptm._restarts_jit
+
+    def poisoned(*args, **kwargs):
+        finals, trace, n_iters, finite = real(*args, **kwargs)
+        return finals, trace, n_iters, finite.at[1].set(False)
+
+    monkeypatch.setattr(ptm, "_restarts_jit", poisoned)
+    with pytest.raises(tj.em.NumericalError, match=r"seed 1\): non-finite parameters after iteration \d+"):
+        base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
+
+
+def test_stop_rule_replay_matches_em_run():
+    """``_stop_iteration`` is the tolerance rule of em.run (run here on scripted objectives)."""
+    sequences = [
+        [100.0, 90.0, 89.999, 80.0, 70.0],  # converges at iteration 2
+        [100.0, 100.0, 50.0, 49.0, 48.99999],  # iteration 1 is never compared with the start
+        [100.0, 90.0, 80.0, 70.0],  # never within tol
+        [100.0, 90.0, 90.0 - 90.0 * 1e-3, 1.0],  # exactly at the threshold: stops
+    ]
+    for seq in sequences:
+        for tol in (0.0, 1e-3, 1e-5):
+            _, hist = tj.em.run(lambda i: i + 1, 0, max_iter=len(seq) - 1, tol=tol,
+                                objective=lambda i: seq[i], minimize=True, progress=False)
+            stop = ptm._stop_iteration(seq, tol)
+            assert (stop if stop is not None else len(seq) - 1) == len(hist), (seq, tol)
+
+
+def test_fit_many_bad_inputs(bars):
+    base = PTM(n_components=6, bic="2014-exact", max_iter=15, progress=False)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        base.fit_many(bars, seeds=[])
+    with pytest.raises(ValueError, match="seeds or n_restarts, not both"):
+        base.fit_many(bars, seeds=[1], n_restarts=2)
+    with pytest.raises(ValueError, match="needs seeds"):
+        base.fit_many(bars)
+    with pytest.raises(ValueError, match=r"seeds\[1\] = -3 is not a non-negative integer"):
+        base.fit_many(bars, seeds=[1, -3])
+    with pytest.raises(ValueError, match=r"seeds\[0\] = 1.5 is not a non-negative integer"):
+        base.fit_many(bars, seeds=[1.5])
+    with pytest.raises(ValueError, match="seed 4 appears more than once"):
+        base.fit_many(bars, seeds=[4, 2, 4])
+    with pytest.raises(ValueError, match="one-dimensional sequence"):
+        base.fit_many(bars, seeds=[[1, 2]])
+    with pytest.raises(ValueError, match="n_restarts must be a positive integer"):
+        base.fit_many(bars, n_restarts=0)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        base.fit_many(bars, seeds=[1, 2], batch_size=0)
+    with pytest.raises(ValueError, match="larger than the number of documents"):
+        PTM(n_components=6, progress=False).fit_many(bars.subset(np.arange(4)), seeds=[0])
+    with pytest.raises(ValueError, match="bic must be one of"):
+        PTM(n_components=2, bic="2015", progress=False).fit_many(bars, seeds=[0])
+    with pytest.raises(ValueError, match="at least one fitted model"):
+        ptm.best_fit([])
+    assert ptm._check_seeds(None, 3, 4) == [4, 5, 6]  # n_restarts counts from random_state
+    assert ptm._check_seeds(np.array([7, 3]), None, 0) == [7, 3]
