@@ -1,0 +1,81 @@
+"""Smoke tests of experiments/lida_table1.py: the ``--quick`` protocol end to end on a synthetic
+corpus (no shared data needed) in spawned worker processes, the task grid and the summary table,
+and the 20 Newsgroups preparation (skipped without the shared data)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "lida_table1.py"
+
+
+@pytest.fixture(scope="module")
+def mod():
+    spec = importlib.util.spec_from_file_location("lida_table1", SCRIPT)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules["lida_table1"] = m  # worker processes unpickle its functions by this name
+    spec.loader.exec_module(m)
+    yield m
+    sys.modules.pop("lida_table1", None)
+
+
+def test_quick_run_in_workers_writes_table_and_keeps_notes(mod, tmp_path):
+    """``--quick --jobs 2``: the tasks run in two spawned worker processes (each imports JAX itself),
+    every task comes back, and the table is written with the command; hand-written notes below the
+    marker of an existing results file are kept."""
+    out = tmp_path / "table.md"
+    out.write_text("an older table\n" + mod.NOTES_MARK + "\nA hand-written note.\n", encoding="utf-8")
+    results = mod.main(["--quick", "--models", "ftm", "--jobs", "2", "--out", str(out)])
+    assert sorted((r["model"], r["fold"]) for r in results) == [("ftm", 0), ("ftm", 1)]
+    n_words = mod.quick_corpus().n_words
+    for r in results:
+        # document completion beats the uniform distribution over the vocabulary
+        assert np.isfinite(r["logperp"]) and r["logperp"] < np.log(n_words) - 0.05, r
+        assert r["topics"] >= 1 and r["backend"] == "cpu"
+    text = out.read_text(encoding="utf-8")
+    assert "Command: `python experiments/lida_table1.py --quick --models ftm --jobs 2" in text
+    assert "2 worker(s)" in text
+    assert "| FTM | " in text and "| bars | FTM | σ=0 | " in text and "| LDA |" not in text
+    assert "A hand-written note." in text and "an older table" not in text
+    # the reported mean is the mean over the folds
+    mean = np.mean([r["logperp"] for r in results])
+    assert f"| FTM | {mean:.3f} ± " in text
+
+
+def test_task_grid_and_best_grid_point(mod):
+    args = argparse.Namespace(
+        corpus=["kos", "20news"], models=["lda", "ftm1", "ftm", "lida"], sigma=[0.0, 0.1], zeta=[0.1, 0.25],
+        run_folds=3, folds=5, seed=0, sweeps=10, burn_in=5, hyper_start=2, test_sweeps=4, mode="parallel",
+        mh_steps=4, batch_size=64, k_max=8, init_topics=4, init="random", eta=5.0, delta=1.0, lda_topics=6,
+        news_docs=10, news_words=10, progress=False)
+    tasks = mod.make_tasks(args)
+    # per corpus and fold: LDA, FTM(δ=1), FTM x 2 σ, LIDA x 2 σ x 2 ζ
+    assert len(tasks) == 2 * 3 * (1 + 1 + 2 + 4)
+    assert tasks[0]["model"] == "lida" and tasks[0]["corpus"] == "kos"  # longest first
+    recs = [dict(corpus_name="c", model="ftm", sigma=s, zeta=None, fold=f, logperp=lp, topics=3, K_max=8,
+                 sweep_s=0.1, fit_s=1.0, topics_per_doc=1.0, words_per_topic=2.0, docs_per_topic=1.0,
+                 hyper=dict(alpha=1, beta=1, eta=1, delta=1, gamma=1, xi=1))
+            for s, f, lp in [(0.0, 0, 5.0), (0.0, 1, 5.2), (0.1, 0, 4.0), (0.1, 1, 4.4)]]
+    args.models = ["ftm"]
+    lines = mod.tables(recs, args)
+    assert lines[2] == "| FTM | 4.200 ± 0.200 (n=2) [σ=0.1] | NA |"
+    assert any(line.startswith("| c | FTM | σ=0 | 5.100 ± 0.100 (n=2) |") for line in lines)
+
+
+def test_20news_preparation(mod):
+    try:
+        corpus = mod.load_20news(n_docs=300, n_words=500, seed=0)
+    except FileNotFoundError as e:
+        pytest.skip(f"shared data absent ({e})")
+    assert corpus.n_words == 500 and corpus.n_docs <= 300
+    vocab = set(corpus.vocab)
+    assert not vocab & {"the", "and", "of", "to"}  # English stop words removed
+    assert all(w.isalpha() and len(w) >= 2 for w in vocab)
+    # the most frequent words are kept: every kept word is at least as frequent as the cut-off
+    assert corpus.word_counts.min() >= 2
