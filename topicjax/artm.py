@@ -717,8 +717,8 @@ class ARTM(TopicModelBase):
         0.41 ms for one model's compiled loop and 8.3 ms for ``fit`` in a Python loop,
         experiments/results/bench_grid_gpu.md); 1 on CPU, where a model's E-step is bound by
         memory traffic that batching does not share, so models run one after another inside
-        the call (KOS, T = 100: 4 vmapped models 0.70x, one at a time 0.91x the throughput of
-        sequential ``fit`` calls on 2 loaded cores, experiments/results/bench_grid_cpu.md).
+        the call (KOS, T = 100, 2 cores: one at a time 1.52x, 4 vmapped 0.78x the throughput of
+        sequential ``fit`` calls, experiments/results/bench_grid_cpu.md).
         Returns a list of fitted :class:`ARTM` (clones of this one with the batch's settings);
         ``scores_`` hold ``objective`` and ``perplexity`` per iteration and the configured scores
         after the last one.  Bits may differ from separate fits (different XLA programs), and
