@@ -183,15 +183,17 @@ print(json.dumps(dict(rss_kb=hwm(), traced=tracemalloc.get_traced_memory()[1], b
 def test_peak_memory_does_not_grow_with_the_corpus(tmp_path):
     """The same corpus stored once and repeated 10 times: one online pass over each, in fresh
     processes.  Peak resident memory (VmHWM) and peak traced host allocations stay flat, while
-    loading the x10 corpus would add its 38 MB of counts (more once copied to the device)."""
+    loading the x10 corpus would add its ~70 MB of counts (more once copied to the device).  The
+    corpus is large enough for that to stand well above the ±10 MB by which the peak of two runs of
+    the same process differs (JIT and allocator noise)."""
     rng = np.random.default_rng(0)
-    D, W, T, L = 3000, 2000, 20, 200
+    D, W, T, L = 6000, 2000, 20, 200
     phi = rng.dirichlet(np.full(W, 0.05), T).T
     p = rng.dirichlet(np.full(T, 0.2), D) @ phi.T
     corpus = Corpus.from_dense(np.stack([rng.multinomial(L, row / row.sum()) for row in p]))
     stores = {n: streaming.write_store([corpus] * n, tmp_path / f"x{n}", batch_size=500) for n in (1, 10)}
     grown = (stores[10].nnz - stores[1].nnz) * 8  # bytes of word ids + counts added on disk
-    assert grown > 30e6
+    assert grown > 60e6
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = {}
     for n, st in stores.items():
