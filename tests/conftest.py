@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,25 @@ def shared_data() -> Path:
         return shared_data_dir()
     except FileNotFoundError as e:
         pytest.skip(f"shared data absent ({e})")
+
+
+@pytest.fixture(scope="session")
+def load_experiment():
+    """``load_experiment(name, register=False)`` imports ``experiments/<name>.py`` as a module (the
+    scripts are not a package) so that tests can smoke-run their ``main(["--quick", ...])``.
+    ``register=True`` also puts it in ``sys.modules`` under ``name`` (spawned worker processes
+    unpickle its functions by that name)."""
+    folder = Path(__file__).resolve().parents[1] / "experiments"
+
+    def load(name: str, register: bool = False):
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        if register:
+            sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -304,15 +304,9 @@ def test_scores_and_plot(bars):
         ARTM(3, max_iter=1, progress=False, scores=("purity",)).fit(bars)
 
 
-def test_table1_experiment_quick(tmp_path):
+def test_table1_experiment_quick(tmp_path, load_experiment):
     """Smoke run of the Table 1 experiment (synthetic corpus, all ten rows, every column)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "experiments" / "artm_table1.py"
-    spec = importlib.util.spec_from_file_location("artm_table1", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_experiment("artm_table1")
     out = tmp_path / "t.md"
     res = mod.main(["--quick", "--out", str(out)])
     assert list(res) == [r[0] for r in mod.ROWS]
@@ -360,23 +354,12 @@ def test_fit_many_bad_input():
         ARTM(4, background_topics=1, max_iter=2, progress=False).fit_many(corpus, n_topics=[3, 4])
 
 
-def _load_experiment(name):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_grid_benchmarks_quick_smoke_run(tmp_path):
+def test_grid_benchmarks_quick_smoke_run(tmp_path, load_experiment):
     """experiments/bench_grid.py and bench_grid_compiled.py --quick (the grid must equal the
     sequential fits: bench_grid checks it and raises otherwise)."""
     out = tmp_path / "grid.md"
-    _load_experiment("bench_grid").main(["--quick", "--out", str(out)])
+    load_experiment("bench_grid").main(["--quick", "--out", str(out)])
     text = out.read_text()
     assert "Command:" in text and "| bars | 6 |" in text
-    rows = _load_experiment("bench_grid_compiled").main(["--quick"])
+    rows = load_experiment("bench_grid_compiled").main(["--quick"])
     assert rows[0][0] == "bars" and all(v > 0 for v in rows[0][1].values())

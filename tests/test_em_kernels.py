@@ -190,15 +190,9 @@ def test_bad_chunk_is_rejected(case):
         em.prepare(case[0], chunk=0)
 
 
-def test_benchmark_quick_smoke_run(tmp_path):
+def test_benchmark_quick_smoke_run(tmp_path, load_experiment):
     """experiments/bench_em.py --quick: ours on a small synthetic corpus, table written."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "experiments" / "bench_em.py"
-    spec = importlib.util.spec_from_file_location("bench_em", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_experiment("bench_em")
     out = tmp_path / "bench.md"
     summary = bench.main(["--quick", "--out", str(out)])
     text = out.read_text()

@@ -5,23 +5,15 @@ and the 20 Newsgroups preparation (skipped without the shared data)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "lida_table1.py"
-
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("lida_table1", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules["lida_table1"] = m  # worker processes unpickle its functions by this name
-    spec.loader.exec_module(m)
-    yield m
+def mod(load_experiment):
+    yield load_experiment("lida_table1", register=True)  # workers unpickle its functions by name
     sys.modules.pop("lida_table1", None)
 
 

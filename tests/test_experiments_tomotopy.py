@@ -3,22 +3,15 @@ tool that is never a dependency of topicjax)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("tomotopy")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "time_to_quality_tomotopy.py"
-
 
 @pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("time_to_quality_tomotopy", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+def mod(load_experiment):
+    return load_experiment("time_to_quality_tomotopy")
 
 
 def test_helpers(mod):

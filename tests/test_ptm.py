@@ -299,14 +299,8 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     assert np.all(p > 1e-12)
 
 
-def test_experiment_quick(tmp_path):
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "ptm_order_sweep.py"
-    spec = importlib.util.spec_from_file_location("ptm_order_sweep", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_experiment_quick(tmp_path, load_experiment):
+    mod = load_experiment("ptm_order_sweep")
     out = tmp_path / "sweep.md"
     mod.main(["--quick", "--out", str(out)])
     text = out.read_text()

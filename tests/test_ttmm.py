@@ -4,9 +4,7 @@ EM monotonicity, SGD against EM, the estimator, persistence and bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +31,6 @@ from topicjax.ttmm import (
     token_topic_shares,
     topic_posterior,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------ fixtures
@@ -335,10 +331,8 @@ def test_diverging_sgd_warns(shared):
 
 
 # ------------------------------------------------------------------ experiment smoke run
-def test_classification_experiment_quick(tmp_path):
-    spec = importlib.util.spec_from_file_location("ttmm_classification", ROOT / "experiments" / "ttmm_classification.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_classification_experiment_quick(tmp_path, load_experiment):
+    mod = load_experiment("ttmm_classification")
     out = tmp_path / "res.md"
     mod.main(["--quick", "--corpus", "synthetic", "--out", str(out)])
     text = out.read_text()

@@ -66,7 +66,7 @@ import numpy as np
 from . import em, metrics
 from . import regularizers as regs
 from . import scores as scores_mod
-from .base import TopicModelBase
+from .base import TopicModelBase, int_sequence
 from .corpus import Corpus
 from .persistence import load_folder, save_folder
 
@@ -227,9 +227,8 @@ def _build(bound: Sequence, n_mod: int, remove: bool, update_phi: bool, mask_top
 
     def grid(states, data, tables, aux, n_iter, batch_size):
         # lax.map over chunks of `batch_size` models, each chunk vmapped (batch_size = G: one vmap;
-        # 1: a plain loop over the models, the single-model kernels without any batching)
-        return jax.lax.map(lambda a: run(a[0], data, a[1], aux, n_iter), (states, tables),
-                           batch_size=batch_size if batch_size > 1 else None)
+        # a chunk of one model runs the single-model E-step, see em.expected_counts)
+        return jax.lax.map(lambda a: run(a[0], data, a[1], aux, n_iter), (states, tables), batch_size=batch_size)
 
     out = SimpleNamespace(
         step=jax.jit(step),
@@ -559,16 +558,9 @@ class ARTM(TopicModelBase):
                                class_freq=class_freq, data=data, n_weighted=n_weighted, labels=labels)
 
     def _init_state(self, s) -> ARTMState:
-        T = int(self.n_components)
-        W, D = len(s.row_mod), s.corpus.n_docs
-        st = em.init(jax.random.key(int(self.random_state)), W, D, T)
-        phi = st.phi
-        if len(s.mod_names) > 1:
-            phi = jnp.asarray(_normalize_blocks_np(np.asarray(phi), s.row_mod, len(s.mod_names)))
-        params = tuple(r.params for r in s.bound)
-        z = jnp.zeros((), phi.dtype)
-        return ARTMState(phi, st.theta, z, z, jnp.zeros((), jnp.int32), params,
-                         jnp.ones(T, phi.dtype), jnp.ones(D, phi.dtype), jnp.zeros(T, bool), jnp.zeros(D, bool))
+        """The initial state of :meth:`fit`: the batch of one of :meth:`_initial_states`."""
+        one = self._initial_states(self, s, [int(self.random_state)], [int(self.n_components)])
+        return jax.tree.map(lambda a: a[0], one)
 
     def _aux(self, s):
         return {"row_modality": jnp.asarray(s.row_mod, jnp.int32), "active": jnp.asarray(s.weights > 0)}
@@ -744,9 +736,8 @@ class ARTM(TopicModelBase):
         G = next(iter(sizes.values()))
         if G == 0:
             raise ValueError("fit_grid: no models (empty taus/seeds/n_topics)")
-        seeds = [int(self.random_state)] * G if seeds is None else [self._int_param(v, "seeds", 0) for v in seeds]
-        own_T = int(self.n_components)
-        tops = [own_T] * G if n_topics is None else [self._int_param(v, "n_topics", 1) for v in n_topics]
+        seeds = [int(self.random_state)] * G if seeds is None else int_sequence(seeds, "seeds", 0)
+        tops = [int(self.n_components)] * G if n_topics is None else int_sequence(n_topics, "n_topics", 1)
         T_max = max(tops)
         masked = any(t != T_max for t in tops)
         if masked and (self.background_topics or self.topic_names is not None):
@@ -816,18 +807,13 @@ class ARTM(TopicModelBase):
             models.append(m)
         return models
 
-    @staticmethod
-    def _int_param(v, name: str, low: int) -> int:
-        if not _is_number(v) or int(v) != v or v < low:
-            raise ValueError(f"{name} must hold integers >= {low}, got {v!r}")
-        return int(v)
-
     def _initial_states(self, proto, s, seeds, tops) -> ARTMState:
         """The initial states of fits with ``random_state=seeds[g]`` and ``tops[g]`` topics,
         stacked (leading axis: model) and padded with masked topics to ``proto.n_components``.
 
-        Each model starts where its own fit would (:meth:`_init_state`: ``em.init`` from its
-        seed); the states of one number of topics are drawn by one vmapped call."""
+        Each model starts from ``em.init`` with its seed (the start of its own :meth:`fit`, which
+        uses this method with one model); the states of one number of topics are drawn by one
+        vmapped call."""
         T_max = int(proto.n_components)
         W, D = len(s.row_mod), s.corpus.n_docs
         n_mod = len(s.mod_names)

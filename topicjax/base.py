@@ -18,7 +18,21 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from .corpus import Corpus
 from .persistence import load_folder, save_folder
 
-__all__ = ["TopicModelBase", "as_corpus"]
+__all__ = ["TopicModelBase", "as_corpus", "int_sequence"]
+
+
+def int_sequence(values, name: str, low: int) -> list[int]:
+    """``values`` as a list of Python ints, each ``>= low`` (seeds, numbers of topics of a batch
+    of models); a clear ``ValueError`` naming the first bad entry otherwise."""
+    if isinstance(values, (str, bytes)) or np.ndim(values) != 1:
+        raise ValueError(f"{name} must be a one-dimensional sequence of integers, got {values!r}")
+    kind = "a non-negative" if low == 0 else ("a positive" if low == 1 else f"an >= {low}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must hold integers >= {low}: {name}[{i}] = {v!r} is not {kind} integer")
+        out.append(int(v))
+    return out
 
 
 def as_corpus(X, vocab=None, *, what: str = "X") -> Corpus:

@@ -72,7 +72,7 @@ from jax import lax
 
 from . import em
 from . import ptm_bic as pb
-from .base import TopicModelBase
+from .base import TopicModelBase, int_sequence
 from .corpus import Corpus
 
 __all__ = [
@@ -715,15 +715,9 @@ def _check_seeds(seeds, n_restarts, random_state) -> list[int]:
         if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
             raise ValueError(f"n_restarts needs an integer random_state to count seeds from, got {random_state!r}")
         return [int(random_state) + i for i in range(int(n_restarts))]
-    if isinstance(seeds, (str, bytes)) or np.ndim(seeds) != 1:
-        raise ValueError(f"seeds must be a one-dimensional sequence of integers, got {seeds!r}")
-    seeds = list(seeds)
+    seeds = int_sequence(seeds, "seeds", 0)
     if not seeds:
         raise ValueError("seeds is empty: fit_many needs at least one seed")
-    for i, s in enumerate(seeds):
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ValueError(f"seeds[{i}] = {s!r} is not a non-negative integer")
-    seeds = [int(s) for s in seeds]
     if len(set(seeds)) != len(seeds):
         dup = next(s for s in seeds if seeds.count(s) > 1)
         raise ValueError(f"seed {dup} appears more than once in seeds (the restarts would be identical)")
