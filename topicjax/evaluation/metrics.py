@@ -99,12 +99,14 @@ def perplexity(phi, theta, corpus: Corpus) -> float:
 
 def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     """Θ (T x D) of the documents of ``observed`` with Φ fixed: EM on Θ only (ARTM eq. 16)."""
-    from topicjax.core import em
+    from topicjax.core import em, layout
+    from topicjax.regularizers import as_regularizer
 
     phi = np.asarray(phi)
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
-    return np.asarray(em.infer_theta(np.asarray(phi, np.float32), em.prepare(observed), observed.n_docs, n_iter=n_iter))
+    return np.asarray(em.infer_theta(np.asarray(phi, np.float32), layout.prepare(observed), observed.n_docs,
+                                     as_regularizer(None), n_iter=n_iter))
 
 
 def _check_pair(observed: Corpus, heldout: Corpus):
