@@ -355,3 +355,8 @@ def test_exact_counting_differs_from_gensim_on_lee(lee_texts):
     want = [brute_measure(t, wins, "c_v") for t in TOPICS[:1]]
     np.testing.assert_allclose(exact[:1], want, rtol=0, atol=1e-10)
     assert np.all(np.abs(exact - np.asarray(GENSIM_LEE["c_v"][:2])) > 1e-4)
+
+
+def test_benchmark_script_runs_quick(shared_data, load_experiment, capsys):
+    load_experiment("bench_coherence").main(["--quick", "--no-gensim"])
+    assert "topicjax c_v" in capsys.readouterr().out
