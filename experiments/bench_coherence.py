@@ -5,7 +5,7 @@ union of top words on the device, all topics in one call) and gensim's ``Coheren
 process) on the same reference texts and topics; both values are printed and compared.
 
 Reference: the 20 Newsgroups posts (``--subset``, headers removed) tokenised as
-:func:`topicjax.datasets.load_20newsgroups` tokenises them (letters only, lower case), stop words
+:func:`topicjax.data.datasets.load_20newsgroups` tokenises them (letters only, lower case), stop words
 and rare words kept as gaps.  Topics: the top words of a PLSA fit (``--topics plsa``, the default,
 ``--iterations`` EM iterations) or words drawn by frequency (``--topics random``, no fit).
 
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from topicjax.datasets import load_20newsgroups, shared_data_dir
+from topicjax.data.datasets import load_20newsgroups, shared_data_dir
 from topicjax.evaluation.coherence import coherence
 from topicjax.evaluation.reference_texts import ReferenceTexts
 

@@ -18,11 +18,11 @@ measure      segmentation            confirmation of a segment (W', W*)         
 
 Each topic's value is the arithmetic mean over its segments (``c_v``: the k words; one-one: the
 k(k-1) ordered pairs, the same mean as over unordered ones; ``u_mass``: the k(k-1)/2 pairs, a
-*mean*, where :func:`topicjax.metrics.coherence` with ``measure="umass"`` gives PTM eq. 33's
+*mean*, where :func:`topicjax.evaluation.metrics.coherence` with ``measure="umass"`` gives PTM eq. 33's
 *sum*).  ε = 1e-12.  Probabilities are shares of boolean windows (see
 :mod:`topicjax.evaluation.window_counts` for how windows are counted, gensim's way by default);
 UMass uses documents as windows.  These differ from the document co-occurrence measures of
-:func:`topicjax.metrics.coherence` (ARTM eq. 58), which stay as they are.
+:func:`topicjax.evaluation.metrics.coherence` (ARTM eq. 58), which stay as they are.
 
 Topics are given as Φ (``W x T``, or ``G x W x T`` for G models of a ``fit_many`` of one size,
 or a list of ``W x T_g``), as fitted models (``phi_`` and ``vocab_``), as word lists or as id
@@ -31,11 +31,13 @@ topic of every model is scored in one batched call (float64).
 
 >>> from topicjax.evaluation.coherence import coherence
 >>> from topicjax.evaluation.reference_texts import ReferenceTexts
->>> ref = ReferenceTexts.from_token_lists([["a", "b", "x", "a", "b"], ["c", "b"], ["a", "c"]])
->>> coherence([["a", "b"], ["a", "c"]], ref, measure="u_mass").round(4).tolist()
-[0.0, -0.6931]
->>> coherence([["a", "b"]], ref, measure="c_uci", window=2).round(4).tolist()  # P(a,b)=2/6, P(a)=3/6, P(b)=4/6
-[0.0]
+>>> ref = ReferenceTexts.from_token_lists([["a", "b"], ["a", "x", "b"], ["a", "c"], ["b"]])
+>>> # documents: P(a) = P(b) = 3/4, P(a, b) = 2/4, P(a, c) = 1/4; UMass log(P(a, w) / P(a))
+>>> coherence([["a", "b"], ["a", "c"]], ref, measure="u_mass").round(4).tolist()  # log 2/3, log 1/3
+[-0.4055, -1.0986]
+>>> # windows of 2: [a b] [a x] [x b] [a c] [b]; P(a) = 3/5, P(b) = 3/5, P(a, b) = 1/5
+>>> coherence([["a", "b"]], ref, measure="c_uci", window=2).round(4).tolist()  # log (1/5) / (9/25)
+[-0.5878]
 """
 
 from __future__ import annotations
@@ -225,7 +227,7 @@ def coherence(
           of such lists (one per model); integer arrays ``T x k`` / ``G x T x k`` of word ids.
     reference:
         :class:`~topicjax.evaluation.reference_texts.ReferenceTexts` (token order kept; needed for
-        the windows).  ``u_mass`` also accepts a :class:`~topicjax.corpus.Corpus`.
+        the windows).  ``u_mass`` also accepts a :class:`~topicjax.data.corpus.Corpus`.
     measure:
         ``"c_v"``, ``"c_npmi"``, ``"c_uci"``, ``"u_mass"``, or a sequence of them: a dict of
         results is then returned (measures with the same window share one count).

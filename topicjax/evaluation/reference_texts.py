@@ -1,6 +1,6 @@
 """Reference texts for sliding-window coherence: documents kept as ordered token-id sequences.
 
-A bag of words (:class:`~topicjax.corpus.Corpus`) has lost the order of the tokens, which the
+A bag of words (:class:`~topicjax.data.corpus.Corpus`) has lost the order of the tokens, which the
 boolean sliding windows of C_V, C_NPMI and C_UCI (Röder, Both, Hinneburg 2015) need.
 :class:`ReferenceTexts` keeps it: the token ids of every document, concatenated, with the offsets
 of the documents.  A token outside the vocabulary (a stop word, a rare word dropped by
@@ -10,8 +10,8 @@ that are not top words of a topic.
 
 >>> from topicjax.evaluation.reference_texts import ReferenceTexts
 >>> ref = ReferenceTexts.from_texts(["The cat sat on the mat.", "A dog!"], vocab=["cat", "dog", "mat"])
->>> ref.n_docs, ref.n_tokens, ref.n_gaps
-(2, 6, 3)
+>>> ref.n_docs, ref.n_tokens, ref.n_gaps  # "a" is too short for the default token pattern
+(2, 7, 4)
 >>> ref.documents()[0]
 [None, 'cat', None, None, None, 'mat']
 >>> ref.n_windows(3)  # 6 - 3 + 1 windows in the first document, one in the second (shorter)

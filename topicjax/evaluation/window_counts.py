@@ -147,7 +147,7 @@ def window_counts(reference, word_ids, *, window: int | None, counting: str = "g
     """Boolean window occurrence / co-occurrence counts of ``word_ids`` in ``reference``.
 
     ``reference`` is a :class:`~topicjax.evaluation.reference_texts.ReferenceTexts` or, for
-    document windows (``window=None``) only, a :class:`~topicjax.corpus.Corpus`.  ``word_ids`` are
+    document windows (``window=None``) only, a :class:`~topicjax.data.corpus.Corpus`.  ``word_ids`` are
     distinct ids in the reference vocabulary.  See the module docstring for the definitions.
     """
     if counting not in COUNTINGS:

@@ -3,7 +3,7 @@
 gensim is an optional extra (``pip install topicjax[interop]``); it is imported only inside these
 functions.
 
-* :func:`to_gensim` / :func:`from_gensim`: a :class:`~topicjax.corpus.Corpus` as a gensim
+* :func:`to_gensim` / :func:`from_gensim`: a :class:`~topicjax.data.corpus.Corpus` as a gensim
   ``Dictionary`` (id ``i`` is ``vocab[i]``; ``dfs``, ``cfs``, ``num_docs``, ``num_pos``,
   ``num_nnz`` filled) and a list of ``[(word_id, count), ...]`` documents, and back;
 * :func:`gensim_topics`: the top words of every topic, for ``CoherenceModel(topics=...)``;
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topicjax import Corpus
+from topicjax.data.corpus import Corpus
 from topicjax.interop.common import model_vocab, topic_word_matrix
 
 __all__ = ["to_gensim", "from_gensim", "gensim_dictionary", "gensim_topics", "GensimTopicModel"]
@@ -62,7 +62,7 @@ def to_gensim(corpus: Corpus):
 
 
 def from_gensim(bow, dictionary, **kwargs) -> Corpus:
-    """A :class:`~topicjax.corpus.Corpus` from gensim documents ``[(word_id, count), ...]`` and
+    """A :class:`~topicjax.data.corpus.Corpus` from gensim documents ``[(word_id, count), ...]`` and
     their ``Dictionary`` (or any ``id -> word`` mapping).
 
     Ids need not be contiguous (a ``Dictionary`` filtered without ``compactify``): the vocabulary

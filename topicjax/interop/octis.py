@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from topicjax import Corpus
+from topicjax.data.corpus import Corpus
 from topicjax.interop.common import fitted_doc_topics, model_vocab, topic_word_matrix
 
 __all__ = ["octis_output", "OCTISModel", "corpus_from_tokens", "OCTIS_AVAILABLE"]
@@ -47,7 +47,7 @@ except Exception as e:  # noqa: BLE001
 
 
 def corpus_from_tokens(documents, vocab, *, what: str = "document") -> Corpus:
-    """A :class:`~topicjax.corpus.Corpus` of tokenised documents (OCTIS's ``get_corpus()``) over
+    """A :class:`~topicjax.data.corpus.Corpus` of tokenised documents (OCTIS's ``get_corpus()``) over
     ``vocab``; tokens outside it are dropped, and a document left empty is an error naming it."""
     index = {str(w): i for i, w in enumerate(vocab)}
     d_ids, w_ids = [], []

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from topicjax import Corpus
+from topicjax.data.corpus import Corpus
 from topicjax.interop.common import fitted_doc_topics, model_vocab, topic_word_matrix
 
 __all__ = ["to_pyldavis"]
