@@ -121,9 +121,9 @@ def topic_word_ids(topics, ref_vocab: Sequence[str], *, vocab=None, top_n: int =
     ref_vocab = tuple(ref_vocab)
     ref_index = {w: i for i, w in enumerate(ref_vocab)}
     if _is_model(topics):
-        return [_from_phi(topics.phi_, top_n, vocab or topics.vocab_, ref_vocab, ref_index, "model")], "flat"
+        return [_from_phi(topics.phi_, top_n, topics.vocab_ if vocab is None else vocab, ref_vocab, ref_index, "model")], "flat"
     if isinstance(topics, (list, tuple)) and topics and all(_is_model(m) for m in topics):
-        return [_from_phi(m.phi_, top_n, vocab or m.vocab_, ref_vocab, ref_index, f"model {g}")
+        return [_from_phi(m.phi_, top_n, m.vocab_ if vocab is None else vocab, ref_vocab, ref_index, f"model {g}")
                 for g, m in enumerate(topics)], "list"
     if isinstance(topics, (list, tuple)) and topics and all(isinstance(m, np.ndarray) and m.ndim == 2 for m in topics) \
             and all(m.dtype.kind == "f" for m in topics):
