@@ -221,6 +221,8 @@ def test_topics_as_models_ids_and_other_vocabularies():
     np.testing.assert_allclose(got, want, atol=1e-15)
     ids = coherence(np.array([[3, 2], [0, 1]]), ref, measure="c_npmi", window=2)  # ids into ref.vocab
     np.testing.assert_allclose(ids, want, atol=1e-15)
+    strings = coherence(np.array([["d", "c"], ["a", "b"]]), ref, measure="c_npmi", window=2)
+    np.testing.assert_allclose(strings, want, atol=1e-15)
     assert len(coherence([model, model], ref, measure="c_npmi", window=2, top_n=2)) == 2
     groups, shape = topic_word_ids(phi, ref.vocab, vocab=model.vocab_, top_n=2)
     assert shape == "flat" and groups[0][0].tolist() == [[3, 2], [0, 1]]

@@ -120,21 +120,27 @@ def topic_word_ids(topics, ref_vocab: Sequence[str], *, vocab=None, top_n: int =
     """
     ref_vocab = tuple(ref_vocab)
     ref_index = {w: i for i, w in enumerate(ref_vocab)}
+
+    def phi_group(phi, words, what):
+        return _from_phi(phi, top_n, words, ref_vocab, ref_index, what)
+
+    def own_vocab(model):
+        return model.vocab_ if vocab is None else vocab
+
+    seq = isinstance(topics, (list, tuple)) and len(topics) > 0
     if _is_model(topics):
-        return [_from_phi(topics.phi_, top_n, topics.vocab_ if vocab is None else vocab, ref_vocab, ref_index, "model")], "flat"
-    if isinstance(topics, (list, tuple)) and topics and all(_is_model(m) for m in topics):
-        return [_from_phi(m.phi_, top_n, m.vocab_ if vocab is None else vocab, ref_vocab, ref_index, f"model {g}")
-                for g, m in enumerate(topics)], "list"
-    if isinstance(topics, (list, tuple)) and topics and all(isinstance(m, np.ndarray) and m.ndim == 2 for m in topics) \
-            and all(m.dtype.kind == "f" for m in topics):
-        return [_from_phi(m, top_n, vocab, ref_vocab, ref_index, f"phi {g}") for g, m in enumerate(topics)], "list"
-    if isinstance(topics, np.ndarray) or (hasattr(topics, "shape") and hasattr(topics, "dtype")):
+        return [phi_group(topics.phi_, own_vocab(topics), "model")], "flat"
+    if seq and all(_is_model(m) for m in topics):
+        return [phi_group(m.phi_, own_vocab(m), f"model {g}") for g, m in enumerate(topics)], "list"
+    if seq and all(isinstance(m, np.ndarray) and m.ndim == 2 and m.dtype.kind == "f" for m in topics):
+        return [phi_group(m, vocab, f"phi {g}") for g, m in enumerate(topics)], "list"
+    if hasattr(topics, "shape") and hasattr(topics, "dtype"):  # numpy or jax array
         arr = np.asarray(topics)
         if arr.dtype.kind == "f":
             if arr.ndim == 2:
-                return [_from_phi(arr, top_n, vocab, ref_vocab, ref_index, "phi")], "flat"
+                return [phi_group(arr, vocab, "phi")], "flat"
             if arr.ndim == 3:
-                return [_from_phi(p, top_n, vocab, ref_vocab, ref_index, f"phi {g}") for g, p in enumerate(arr)], "stacked"
+                return [phi_group(p, vocab, f"phi {g}") for g, p in enumerate(arr)], "stacked"
             raise ValueError(f"phi must be W x T or G x W x T, got shape {arr.shape}")
         if arr.dtype.kind in "iu":
             if arr.ndim not in (2, 3):
@@ -146,13 +152,14 @@ def topic_word_ids(topics, ref_vocab: Sequence[str], *, vocab=None, top_n: int =
             groups = [_from_words([[words[i] for i in row] for row in g], ref_index, f"topics {n}")
                       for n, g in enumerate(grid)]
             return groups, ("stacked" if arr.ndim == 3 else "flat")
-        if arr.dtype.kind in "UO" and arr.ndim in (2, 3):
-            topics = arr.tolist()
-        else:
-            raise TypeError(f"cannot read topics from an array of dtype {arr.dtype}")
+        if arr.dtype.kind not in "UO" or arr.ndim not in (2, 3):
+            raise TypeError(f"cannot read topics from an array of dtype {arr.dtype} and shape {arr.shape}")
+        topics = arr.tolist()
+        seq = len(topics) > 0
     if isinstance(topics, (list, tuple)):
-        if topics and all(isinstance(t, (list, tuple, np.ndarray)) for t in topics) and topics[0] is not None \
-                and len(topics[0]) and all(isinstance(x, (list, tuple, np.ndarray)) for x in topics[0]):
+        nested = seq and all(isinstance(t, (list, tuple, np.ndarray)) and len(t) > 0 for t in topics) \
+            and all(isinstance(x, (list, tuple, np.ndarray)) for x in topics[0])
+        if nested:  # one list of topics per model
             return [_from_words(g, ref_index, f"model {n}") for n, g in enumerate(topics)], "list"
         return [_from_words(topics, ref_index, "topics")], "flat"
     raise TypeError("topics must be a fitted model, phi (W x T or G x W x T), word lists or word-id arrays, "

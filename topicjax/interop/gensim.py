@@ -140,4 +140,5 @@ class GensimTopicModel:
         return [(self.vocab[i], float(row[i])) for i in order]
 
     def __repr__(self) -> str:
-        return f"GensimTopicModel({type(self.model).__name__}, num_topics={self.num_topics}, num_terms={len(self.vocab)})"
+        return (f"GensimTopicModel({type(self.model).__name__}, num_topics={self.num_topics}, "
+                f"num_terms={len(self.vocab)})")
