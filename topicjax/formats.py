@@ -40,6 +40,17 @@ A compressed file that ends early is reported as truncated.  Nothing is silently
 dropped: documents without tokens are an error unless ``empty_docs="drop"`` (then counted in
 :attr:`Corpus.dropped_docs`).
 
+Size limits
+-----------
+No reader allocates in proportion to a number it has not checked against the data: a UCI
+header's ``D`` and ``W`` are at most int32 and ``D`` at most
+:func:`~topicjax.corpus.inferred_size_limit` of the documents that have entries; a vocabulary
+inferred from lda-c ids is bounded the same way by the distinct ids (else an error naming the
+line, asking for the vocabulary); ids are never renumbered.  Integers are ASCII digits with an
+optional sign (``1_000`` and digits of other scripts are refused).  Lines end at ``\\n`` only
+(:func:`split_lines`).  VW files may repeat a document name: the documents are kept and a
+:class:`~topicjax.corpus.CorpusWarning` names the first repetition.
+
 >>> import tempfile, os, topicjax as tj
 >>> c = tj.Corpus.from_entries([0, 0, 1], [0, 2, 1], [2, 1, 3], vocab=["a", "b", "c"])
 >>> folder = tempfile.mkdtemp()
@@ -57,13 +68,14 @@ import io
 import math
 import os
 import re
+import warnings
 import zlib
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from .corpus import Corpus, CorpusError
+from .corpus import MAX_ID, Corpus, CorpusError, CorpusWarning, first_missing, inferred_size_limit
 
 __all__ = [
     "DEFAULT_MODALITY",
@@ -79,12 +91,21 @@ __all__ = [
     "read_corpus",
     "corpus_kind",
     "read_vocab",
+    "find_uci",
+    "parse_uci_header",
+    "scan_uci_lines",
+    "check_uci_documents",
+    "parse_uci_entries",
+    "split_lines",
 ]
 
 #: Modality of VW tokens before the first namespace and of namespaces without a name (BigARTM).
 DEFAULT_MODALITY = "@default_class"
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+#: An integer as the readers accept it: ASCII digits with an optional sign (``int()`` alone would
+#: also take ``1_000`` and digits of other scripts such as ``١``, which no other tool reads).
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 # ---------------------------------------------------------------------- shared helpers
@@ -107,6 +128,17 @@ def _check_empty_docs(empty_docs: str) -> None:
         raise ValueError(f"empty_docs must be 'error' or 'drop', got {empty_docs!r}")
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a file's text: lines end at ``\\n`` only (as in BigARTM, lda-c and the UCI
+    tools); a ``\\r`` before it (Windows line ends) and any other control character are white
+    space inside the line, so line numbers in messages are those of ``wc -l`` and editors.
+
+    >>> split_lines("a\\r\\nb\\x0cc\\n")
+    ['a\\r', 'b\\x0cc', '']
+    """
+    return text.split("\n")
+
+
 def _read_text(path, encoding: str = "utf-8") -> str:
     """The decoded content of a file, gunzipped when it starts with the gzip magic bytes."""
     path = Path(path)
@@ -117,7 +149,7 @@ def _read_text(path, encoding: str = "utf-8") -> str:
             raw = gzip.decompress(raw)
         except EOFError:
             raise _err(path, None, "the gzip stream ends early (truncated file)") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as e:
+        except (gzip.BadGzipFile, zlib.error, OSError, ValueError) as e:
             raise _err(path, None, f"corrupt gzip data ({e})") from None
     try:
         return raw.decode(encoding)
@@ -161,6 +193,8 @@ class _Closing:
 
 def _parse_count(tok: str) -> int:
     """A count token: a non-negative integer (``3`` or ``3.0``); anything else is ``_Bad``."""
+    if not tok.isascii() or "_" in tok:
+        raise _Bad(f"count {tok!r} is not a number")
     try:
         v = int(tok)
     except ValueError:
@@ -183,10 +217,9 @@ def _parse_count(tok: str) -> int:
 
 
 def _parse_id(tok: str, what: str) -> int:
-    try:
-        return int(tok)
-    except ValueError:
-        raise _Bad(f"{what} {tok!r} is not an integer") from None
+    if not _INT.fullmatch(tok):
+        raise _Bad(f"{what} {tok!r} is not an integer")
+    return int(tok)
 
 
 def read_vocab(path, *, encoding: str = "utf-8") -> list[str]:
@@ -195,7 +228,7 @@ def read_vocab(path, *, encoding: str = "utf-8") -> list[str]:
     Blank lines at the end are ignored; a blank line inside the file, or a word that appears
     twice, is an error naming the line.
     """
-    lines = _read_text(path, encoding).splitlines()
+    lines = split_lines(_read_text(path, encoding))
     while lines and not lines[-1].strip():
         lines.pop()
     words: list[str] = []
@@ -220,14 +253,17 @@ def _vocab_arg(vocab, encoding: str = "utf-8") -> tuple[list[str] | None, str | 
     return [str(v) for v in vocab], "the given vocabulary"
 
 
-def _report_empty(path, lengths: np.ndarray, describe) -> None:
-    """Raise for the first empty document (``describe(i)`` names it) when ``empty_docs='error'``."""
-    empty = np.flatnonzero(lengths == 0)
-    if empty.size:
-        where, what = describe(int(empty[0]))
+def _report_empty(path, doc_ids: np.ndarray, counts: np.ndarray, n_docs: int, describe) -> None:
+    """Raise for the first of ``n_docs`` documents without tokens (``describe(i)`` names it) when
+    ``empty_docs='error'``; O(entries), never O(n_docs)."""
+    present = np.unique(np.asarray(doc_ids)[np.asarray(counts) > 0])
+    first = first_missing(present, n_docs)
+    if first is not None:
+        where, what = describe(first)
         raise _err(
             path, where,
-            f"{what} has no tokens ({empty.size} empty document(s) in all); pass empty_docs='drop' to remove them",
+            f"{what} has no tokens ({n_docs - present.size} empty document(s) in all); "
+            "pass empty_docs='drop' to remove them",
         )
 
 
@@ -243,7 +279,7 @@ def _write_vocab(words: Sequence[str], path) -> None:
 _DOCWORD = re.compile(r"^docword\.(?P<name>.+)\.txt(?:\.gz)?$")
 
 
-def _find_uci(path: Path, vocab_path, name: str | None):
+def find_uci(path: Path, vocab_path, name: str | None):
     """(docword file, vocabulary file or the given vocabulary) for a folder or a docword file."""
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if _DOCWORD.match(p.name) and p.is_file())
@@ -277,34 +313,40 @@ def _find_uci(path: Path, vocab_path, name: str | None):
     raise CorpusError(f"{docword}: not named docword.NAME.txt[.gz], so pass the vocabulary file as vocab_path")
 
 
-def _parse_header(lines: list[str], path) -> tuple[int, int, int]:
+def parse_uci_header(lines: Sequence[str], path) -> tuple[int, int, int]:
+    """``(D, W, NNZ)`` from the first three lines of a docword file; an error naming the line
+    when one is missing, not an integer, negative, or (``D``, ``W``) more than int32 ids hold."""
     values = []
     for i, label in enumerate(("D (number of documents)", "W (number of words)", "NNZ (number of entries)")):
         if i >= len(lines) or not lines[i].strip():
             raise _err(path, i + 1, f"truncated header: expected {label} on this line")
         tok = lines[i].strip()
-        try:
-            v = int(tok)
-        except ValueError:
-            raise _err(path, i + 1, f"header value {label} must be an integer, got {_short(tok)}") from None
+        if not _INT.fullmatch(tok):
+            raise _err(path, i + 1, f"header value {label} must be an integer, got {_short(tok)}")
+        v = int(tok)
         if v < 0:
             raise _err(path, i + 1, f"header value {label} is negative ({v})")
+        if i < 2 and v > MAX_ID:
+            raise _err(path, i + 1, f"header value {label} is {v}, more than {MAX_ID} (ids are stored as int32)")
         values.append(v)
     return values[0], values[1], values[2]
 
 
-def _scan_uci(body: str, first_line: int, D: int, W: int, nnz: int, path) -> np.ndarray:
-    """Line-by-line parse of the entries: the reference that names the first bad line.
+def scan_uci_lines(lines, D: int, W: int, path, nnz: int, seen: int = 0) -> np.ndarray:
+    """Parse numbered lines ``(line_number, text)`` of docword entries, line by line: the
+    reference that names the first bad line (the fast paths of :func:`read_uci` and
+    :func:`topicjax.streaming.convert_uci` fall back to it on any doubt, so both accept and refuse
+    the same lines with the same messages).
 
-    Returns an ``(nnz, 3)`` array ``docID, wordID, count`` (1-based ids) when all is well.
+    Blank lines are skipped; more than ``nnz - seen`` entries (``seen`` read before these lines)
+    is an error naming the line ("more entries than NNZ").
+    Returns an ``(entries, 3)`` int64 array ``docID, wordID, count`` (1-based ids).
     """
     rows: list[tuple[int, int, int]] = []
-    last = first_line - 1
-    for ln, line in enumerate(body.split("\n"), first_line):
+    for ln, line in lines:
         parts = line.split()
         if not parts:
             continue
-        last = ln
         try:
             if len(parts) != 3:
                 raise _Bad(f"expected 'docID wordID count', got {_short(line)}")
@@ -321,14 +363,53 @@ def _scan_uci(body: str, first_line: int, D: int, W: int, nnz: int, path) -> np.
         except _Bad as e:
             raise _err(path, ln, str(e)) from None
         rows.append((d, w, c))
-        if len(rows) > nnz:
+        if seen + len(rows) > nnz:
             raise _err(path, ln, f"more entries than NNZ={nnz} given in the header")
-    if len(rows) < nnz:
-        raise _err(
-            path, last,
-            f"the file ends after {len(rows)} entries but the header says NNZ={nnz} (truncated file?)",
-        )
     return np.asarray(rows, np.int64).reshape(-1, 3)
+
+
+def parse_uci_entries(body: str, first_line: int, D: int, W: int, path, nnz: int, seen: int = 0) -> np.ndarray:
+    """The entries of ``body``, consecutive docword lines of which the first is line
+    ``first_line`` of the file (blank lines included, so lines keep their numbers): numpy's C
+    parser when every line is a plain in-range entry, else :func:`scan_uci_lines`, which names the
+    first bad line.  ``seen`` entries were read before; more than ``nnz`` in all is an error.
+    Returns an ``(entries, 3)`` int64 array of 1-based ``docID, wordID, count``.
+    """
+    arr = _fast_uci(body, D, W)
+    if arr is not None and seen + arr.shape[0] <= nnz:
+        return arr
+    return scan_uci_lines(enumerate(split_lines(body), first_line), D, W, path, nnz, seen)
+
+
+def _fast_uci(body: str, D: int, W: int) -> np.ndarray | None:
+    """numpy's C parser for entries that are plain in-range integers; None on any doubt."""
+    if not body.strip():
+        return np.zeros((0, 3), np.int64)
+    if not body.isascii() or "_" in body:  # what the line scanner refuses, numpy might take
+        return None
+    try:
+        arr = np.loadtxt(io.StringIO(body), dtype=np.int64, comments=None, ndmin=2)
+    except (ValueError, OverflowError):
+        return None
+    if arr.shape[1:] != (3,) or (arr.size and not (
+        arr[:, 0].min() >= 1 and arr[:, 0].max() <= D and arr[:, 1].min() >= 1 and arr[:, 1].max() <= W
+        and arr[:, 2].min() >= 0 and arr[:, 2].max() <= _INT32_MAX
+    )):
+        return None
+    return arr
+
+
+def check_uci_documents(doc_ids: np.ndarray, D: int, path) -> None:
+    """The header's ``D`` against the documents that have entries (0-based ``doc_ids``): more
+    than :func:`~topicjax.corpus.inferred_size_limit` of them is an error naming the header line
+    (documents without entries are empty documents, allowed only in that proportion)."""
+    n_with = int(np.unique(doc_ids).size)
+    if D > inferred_size_limit(n_with):
+        raise _err(
+            path, 1,
+            f"the header says D={D} documents but only {n_with} have entries (more than "
+            f"{inferred_size_limit(n_with)} documents for that many is not read); is the header right?",
+        )
 
 
 def read_uci(
@@ -351,34 +432,27 @@ def read_uci(
 
     Errors name the file and line: a malformed line, an id out of range, a negative, NaN or
     non-integer count, fewer or more entries than ``NNZ`` (a truncated file), a vocabulary of
-    the wrong size.
+    the wrong size, a header ``D`` far above the documents that have entries (see
+    :func:`check_uci_documents`).  Nothing is allocated in proportion to a header value before it
+    is checked against the data.
     """
     _check_empty_docs(empty_docs)
-    docword, vocab_src = _find_uci(Path(path), vocab_path, name)
+    docword, vocab_src = find_uci(Path(path), vocab_path, name)
     text = _read_text(docword, encoding)
     head = text.split("\n", 3)
-    D, W, nnz = _parse_header(head, docword)
+    D, W, nnz = parse_uci_header(head, docword)
     body = head[3] if len(head) > 3 else ""
 
     # Fast path: numpy's C parser; any doubt falls back to the line-by-line scan, which names
     # the first bad line (and accepts the few forms numpy refuses, such as a count written 3.0).
-    arr = None
-    if body.strip():
-        try:
-            arr = np.loadtxt(io.StringIO(body), dtype=np.int64, comments=None, ndmin=2)
-        except ValueError:
-            arr = None
-    else:
-        arr = np.zeros((0, 3), np.int64)
-    if (
-        arr is None
-        or arr.shape != (nnz, 3)
-        or (arr.size and not (
-            arr[:, 0].min() >= 1 and arr[:, 0].max() <= D and arr[:, 1].min() >= 1 and arr[:, 1].max() <= W
-            and arr[:, 2].min() >= 0 and arr[:, 2].max() <= _INT32_MAX
-        ))
-    ):
-        arr = _scan_uci(body, 4, D, W, nnz, docword)
+    # A truncated file shows as fewer entries than NNZ, named at the last line.
+    arr = parse_uci_entries(body, 4, D, W, docword, nnz)
+    if arr.shape[0] < nnz:
+        last = 3 + len(body.rstrip().split("\n")) if body.strip() else 3
+        raise _err(
+            docword, last,
+            f"the file ends after {arr.shape[0]} entries but the header says NNZ={nnz} (truncated file?)",
+        )
 
     if isinstance(vocab_src, (str, os.PathLike)):
         vocab = read_vocab(vocab_src, encoding=encoding)
@@ -390,9 +464,9 @@ def read_uci(
         raise CorpusError(f"{vsrc}: {len(vocab)} words but the header of {docword} says W={W}")
 
     doc_ids, word_ids, counts = arr[:, 0] - 1, arr[:, 1] - 1, arr[:, 2]
+    check_uci_documents(doc_ids, D, docword)
     if empty_docs == "error":
-        lengths = np.bincount(doc_ids, weights=counts, minlength=D)
-        _report_empty(docword, lengths, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
+        _report_empty(docword, doc_ids, counts, D, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
     return Corpus.from_entries(doc_ids, word_ids, counts, vocab=vocab, n_docs=D, empty_docs=empty_docs, **kwargs)
 
 
@@ -465,6 +539,11 @@ def read_vw(
     given.  ``vocab``: a sequence of keys or a vocabulary file (one key per line) fixing the
     vocabulary and its order (a word outside it is an error naming the line); otherwise words are
     numbered in order of first appearance.  Other keywords go to :meth:`Corpus.from_entries`.
+
+    Two lines with the same document name are two documents (as in BigARTM, where the name is a
+    title, not a key): both are kept, and a :class:`~topicjax.corpus.CorpusWarning` names the
+    first repeated name and its lines, since ``doc_names`` then do not identify the documents
+    (pass ``doc_names=`` to name them yourself, which silences it).
     """
     _check_empty_docs(empty_docs)
     if label_modality is not None and "labels" in kwargs:
@@ -486,7 +565,7 @@ def read_vw(
     names: list[str] = []
     line_of: list[int] = []
     doc_labels: list[list[str]] = []
-    for ln, line in enumerate(text.splitlines(), 1):
+    for ln, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         d = len(names)
@@ -530,8 +609,9 @@ def read_vw(
     d_arr = np.asarray(d_ids, np.int64)
     c_arr = np.asarray(cnts, np.int64)
     if empty_docs == "error":
-        lengths = np.bincount(d_arr, weights=c_arr, minlength=n_docs)
-        _report_empty(path, lengths, lambda i: (line_of[i], f"document {names[i]!r}"))
+        _report_empty(path, d_arr, c_arr, n_docs, lambda i: (line_of[i], f"document {names[i]!r}"))
+    if "doc_names" not in kwargs:
+        _warn_duplicate_names(path, names, line_of)
     vocab_keys = list(keys)  # insertion order = word index
     if all(m == DEFAULT_MODALITY for m in key_modality):
         modalities = modality_names = None
@@ -545,6 +625,27 @@ def read_vw(
         d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=vocab_keys, n_docs=n_docs,
         modalities=modalities, modality_names=modality_names, empty_docs=empty_docs, **kwargs,
     )
+
+
+def _warn_duplicate_names(path, names: list[str], line_of: list[int]) -> None:
+    """A :class:`~topicjax.corpus.CorpusWarning` naming the first repeated document name."""
+    first: dict[str, int] = {}
+    repeated = 0
+    example = None
+    for name, ln in zip(names, line_of):
+        if name in first:
+            repeated += 1
+            if example is None:
+                example = (name, first[name], ln)
+        else:
+            first[name] = ln
+    if example is not None:
+        name, a, b = example
+        warnings.warn(
+            f"{path}, line {b}: document name {name!r} was already used on line {a} ({repeated} repeated "
+            "name(s) in all); every line is kept as its own document, but doc_names do not identify them",
+            CorpusWarning, stacklevel=3,
+        )
 
 
 def _check_vw_name(s: str, what: str) -> None:
@@ -657,17 +758,24 @@ def read_ldac(
     file (one word per line) or a sequence of words; when it is None, a vocabulary file beside
     the corpus (``X.vocab``, ``X.tokens``, ``X.vocab.txt`` for ``X.ldac``) is used if there is
     one, else the vocabulary size is ``n_words`` or the largest id + 1 and the words are named
-    ``w0, w1, ...``.  Other keywords go to :meth:`Corpus.from_entries` (``labels``...).
+    ``w0, w1, ...``; the largest id + 1 is taken only within
+    :func:`~topicjax.corpus.inferred_size_limit` of the number of distinct ids (``1 99999999999:1``
+    is an error naming the line, asking for the vocabulary or ``n_words``; ids are never
+    renumbered).  Other keywords go to :meth:`Corpus.from_entries` (``labels``...).
     """
     _check_empty_docs(empty_docs)
     path = Path(path)
     if vocab is None:
         vocab = _ldac_vocab_beside(path)
     words, vsrc = _vocab_arg(vocab, encoding)
+    if n_words is not None and (
+        isinstance(n_words, bool) or not isinstance(n_words, (int, np.integer)) or not 0 <= n_words <= MAX_ID
+    ):
+        raise CorpusError(f"n_words must be an integer in [0, {MAX_ID}], got {n_words!r}")
     if words is not None and n_words is not None and n_words != len(words):
         raise CorpusError(f"n_words={n_words} but {vsrc} has {len(words)} words")
     W = len(words) if words is not None else n_words
-    lines = _read_text(path, encoding).splitlines()
+    lines = split_lines(_read_text(path, encoding))
     while lines and not lines[-1].strip():
         lines.pop()
     d_ids: list[int] = []
@@ -679,10 +787,9 @@ def read_ldac(
         try:
             if not parts:
                 raise _Bad("blank line (a document without words is written '0')")
-            try:
-                n = int(parts[0])
-            except ValueError:
-                raise _Bad(f"expected the number of pairs first, got {_short(parts[0])}") from None
+            if not _INT.fullmatch(parts[0]):
+                raise _Bad(f"expected the number of pairs first, got {_short(parts[0])}")
+            n = int(parts[0])
             if n != len(parts) - 1:
                 raise _Bad(f"document {d}: the line starts with N={n} but has {len(parts) - 1} id:count pairs")
             for tok in parts[1:]:
@@ -705,13 +812,23 @@ def read_ldac(
         except _Bad as e:
             raise _err(path, ln, str(e)) from None
     n_docs = len(lines)
+    if W is None:
+        # A vocabulary of placeholder names, inferred from the largest id only within the bound of
+        # inferred_size_limit: a stray id 99999999999 is an error here, not 1e11 names.
+        W = max(w_ids) + 1 if w_ids else 0
+        n_distinct = len(set(w_ids))
+        if W > inferred_size_limit(n_distinct):
+            i = w_ids.index(W - 1)
+            raise _err(
+                path, d_ids[i] + 1,
+                f"document {d_ids[i]}: word id {W - 1} would make a vocabulary of {W} placeholder words for "
+                f"{n_distinct} distinct ids (more than {inferred_size_limit(n_distinct)} is not inferred); pass the "
+                "vocabulary (vocab=..., or a file X.vocab beside the corpus) or n_words",
+            )
     d_arr = np.asarray(d_ids, np.int64)
     c_arr = np.asarray(cnts, np.int64)
     if empty_docs == "error":
-        lengths = np.bincount(d_arr, weights=c_arr, minlength=n_docs)
-        _report_empty(path, lengths, lambda i: (i + 1, f"document {i}"))
-    if W is None:
-        W = max(w_ids) + 1 if w_ids else 0
+        _report_empty(path, d_arr, c_arr, n_docs, lambda i: (i + 1, f"document {i}"))
     return Corpus.from_entries(
         d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=words, n_words=None if words is not None else W,
         n_docs=n_docs, empty_docs=empty_docs, **kwargs,
@@ -780,13 +897,13 @@ def read_texts(
         raise CorpusError(f"CountVectorizer found no usable words: {e}") from None
     vocab = vectorizer.get_feature_names_out().tolist()
     if empty_docs == "error":
-        lengths = np.asarray(X.sum(axis=1)).ravel()
+        coo = X.tocoo()
 
         def describe(i):
             name = f" ({doc_names[i]})" if doc_names is not None else ""
             return None, f"text {i}{name}, after tokenising (stop words, min_df, max_df, token pattern),"
 
-        _report_empty("texts", lengths, describe)
+        _report_empty("texts", coo.row, coo.data, X.shape[0], describe)
     return Corpus.from_sparse(X, vocab, labels=labels, doc_names=doc_names, empty_docs=empty_docs)
 
 
