@@ -75,7 +75,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .corpus import MAX_ID, Corpus, CorpusError, CorpusWarning, first_missing, inferred_size_limit
+from .corpus import (
+    INFERRED_SLACK,
+    MAX_ID,
+    Corpus,
+    CorpusError,
+    CorpusWarning,
+    first_missing,
+    inferred_size_limit,
+)
 
 __all__ = [
     "DEFAULT_MODALITY",
@@ -95,6 +103,7 @@ __all__ = [
     "parse_uci_header",
     "scan_uci_lines",
     "check_uci_documents",
+    "empty_run_error",
     "parse_uci_entries",
     "split_lines",
 ]
@@ -399,16 +408,37 @@ def _fast_uci(body: str, D: int, W: int) -> np.ndarray | None:
     return arr
 
 
+def empty_run_error(doc_id: int, n_before: int, path, line: int | None = None) -> CorpusError | None:
+    """The error for a document ``doc_id`` (1-based) with entries that has only ``n_before``
+    documents with entries before it, when the documents without entries before it are more than
+    :func:`~topicjax.corpus.inferred_size_limit` allows (more than ``n_before + 1 + 1024``);
+    None when it is within the bound.  The rule of :func:`check_uci_documents`, shared by
+    :func:`topicjax.streaming.convert_uci`, which applies it block by block."""
+    if doc_id <= inferred_size_limit(n_before + 1):
+        return None
+    return _err(
+        path, line,
+        f"document {doc_id} comes after {doc_id - 1 - n_before} documents without entries but only {n_before} with "
+        "entries (empty documents may outnumber those with entries by at most 1024); is the document id or D right?",
+    )
+
+
 def check_uci_documents(doc_ids: np.ndarray, D: int, path) -> None:
-    """The header's ``D`` against the documents that have entries (0-based ``doc_ids``): more
-    than :func:`~topicjax.corpus.inferred_size_limit` of them is an error naming the header line
-    (documents without entries are empty documents, allowed only in that proportion)."""
-    n_with = int(np.unique(doc_ids).size)
-    if D > inferred_size_limit(n_with):
+    """The documents of a docword file against its entries (0-based ``doc_ids``): documents
+    without entries are empty documents, allowed only up to
+    :func:`~topicjax.corpus.inferred_size_limit` of those with entries, both before any document
+    and in all (the header's ``D``).  A header ``D = 10**9`` over a few entries, or one document
+    id of 10**9, is an error instead of gigabytes of per-document arrays."""
+    present = np.unique(doc_ids)
+    bad = np.flatnonzero(present + 1 > 2 * np.arange(1, present.size + 1) + INFERRED_SLACK)
+    if bad.size:
+        k = int(bad[0])
+        raise empty_run_error(int(present[k]) + 1, k, path)
+    if D > inferred_size_limit(present.size):
         raise _err(
             path, 1,
-            f"the header says D={D} documents but only {n_with} have entries (more than "
-            f"{inferred_size_limit(n_with)} documents for that many is not read); is the header right?",
+            f"the header says D={D} documents but only {present.size} have entries (empty documents may outnumber "
+            "those with entries by at most 1024); is the header right?",
         )
 
 
@@ -523,6 +553,7 @@ def read_vw(
     vocab=None,
     empty_docs: str = "error",
     encoding: str = "utf-8",
+    first_index: int = 0,
     **kwargs,
 ) -> Corpus:
     """Read a Vowpal Wabbit text file in BigARTM's form.
@@ -531,7 +562,8 @@ def read_vw(
     (count 1) or ``word:count`` (a non-negative integer); a word repeated in a document adds up.
     Namespaces become modalities, with keys as described in the module docstring (``"m|word"``
     outside ``"@default_class"``).  A line that starts with ``|`` has no name; it is named
-    ``doc{index}``.
+    ``doc{index}``, the index counting documents (non-blank lines) from ``first_index`` (for a
+    file read in pieces, as :func:`topicjax.streaming.convert_vw` does).
 
     ``label_modality``: the namespace holding document labels (e.g. ``"@labels"``): its tokens
     become labels (multi-label when a document has several) instead of words; a label token may
@@ -571,7 +603,7 @@ def read_vw(
         d = len(names)
         segments = line.split("|")
         head = segments[0].split()
-        name = head[0] if head else f"doc{d}"
+        name = head[0] if head else f"doc{first_index + d}"
         groups = [(DEFAULT_MODALITY, head[1:])]
         for seg in segments[1:]:
             if not seg or seg[0].isspace():

@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import em
-from .corpus import MAX_ID, Corpus, CorpusError, CorpusWarning, inferred_size_limit
+from .corpus import INFERRED_SLACK, MAX_ID, Corpus, CorpusError, CorpusWarning, inferred_size_limit
 
 __all__ = [
     "BatchStore",
@@ -256,6 +256,11 @@ class _Writer:
         self.nnz = int(ends[-1])
         self.n_tokens += int(np.asarray(counts, np.int64).sum())
 
+    def abort(self) -> None:
+        """Close the files of a conversion that failed (the folder stays without meta.json)."""
+        for f in self.fh.values():
+            f.close()
+
     def close(self, vocab: list[str], extra: dict | None = None) -> "BatchStore":
         for f in self.fh.values():
             f.close()
@@ -279,13 +284,18 @@ def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> B
     """
     writer = None
     vocab = None
-    for i, part in enumerate(parts):
-        if vocab is None:
-            vocab = list(part.vocab)
-            writer = _Writer(folder, batch_size, "corpus parts")
-        elif tuple(part.vocab) != tuple(vocab):
-            raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
-        writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    try:
+        for i, part in enumerate(parts):
+            if vocab is None:
+                vocab = list(part.vocab)
+                writer = _Writer(folder, batch_size, "corpus parts")
+            elif tuple(part.vocab) != tuple(vocab):
+                raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
+            writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
     if writer is None:
         raise CorpusError("no corpus parts to store")
     return writer.close(vocab)
@@ -377,57 +387,60 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     if W != len(vocab):
         raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
     writer = _Writer(folder, batch_size, str(docword))
-    empty = np.zeros(0, np.int64)
-    pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
-    current = 0  # 0-based id of the first document not yet written
-    last = 0  # 1-based id of the last document seen (ids must not decrease)
-    seen = 0
-    n_with = 0  # documents with entries so far
-    line_no = 3
-    while True:
-        block = [text for _, (_, text) in zip(range(block_lines), lines)]
-        if not block:
-            break
-        first_line = line_no + 1
-        line_no += len(block)
-        body = "".join(block)
-        arr = formats.parse_uci_entries(body, first_line, D, W, docword, nnz, seen)
-        if arr.shape[0] == 0:
-            continue
-        d, w, c = arr[:, 0], arr[:, 1], arr[:, 2]
-        prev = np.concatenate([[last], d[:-1]])
-        down = np.flatnonzero(d < prev)
-        if down.size:
-            j = int(down[0])
-            raise CorpusError(f"{docword}, line {_entry_line(body, first_line, j)}: document {d[j]} comes after "
-                              f"document {prev[j]}; entries must be grouped by document in increasing order")
-        n_with += int(np.count_nonzero(d != prev))
-        jump = np.flatnonzero(d > inferred_size_limit(n_with))
-        if jump.size:
-            j = int(jump[0])
-            raise CorpusError(f"{docword}, line {_entry_line(body, first_line, j)}: document id {d[j]} after only "
-                              f"{n_with} documents with entries (more than {inferred_size_limit(n_with)} documents for "
-                              "that many is not read); is the header right?")
-        seen += d.size
-        last = int(d[-1])
-        keep = c > 0
-        d = np.concatenate([pend_d, d[keep] - 1])
-        w = np.concatenate([pend_w, w[keep] - 1])
-        c = np.concatenate([pend_c, c[keep]])
-        # Every document before the block's last one is complete: write them.
-        open_doc = last - 1
-        done = d < open_doc
-        lengths = np.bincount(d[done] - current, minlength=open_doc - current)
-        writer.append(lengths, w[done], c[done])
-        current = open_doc
-        pend_d, pend_w, pend_c = d[~done], w[~done], c[~done]
-    if seen != nnz:
-        raise CorpusError(f"{docword}: the header says NNZ={nnz} but the file has {seen} entries (truncated?)")
-    if D > inferred_size_limit(n_with):
-        raise CorpusError(f"{docword}, line 1: the header says D={D} documents but only {n_with} have entries (more "
-                          f"than {inferred_size_limit(n_with)} documents for that many is not read); is the header right?")
-    writer.append(np.bincount(pend_d - current, minlength=D - current), pend_w, pend_c)
-    return writer.close(vocab)
+    try:
+        empty = np.zeros(0, np.int64)
+        pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
+        current = 0  # 0-based id of the first document not yet written
+        last = 0  # 1-based id of the last document seen (ids must not decrease)
+        seen = 0
+        n_with = 0  # documents with entries so far
+        line_no = 3
+        while True:
+            block = [text for _, (_, text) in zip(range(block_lines), lines)]
+            if not block:
+                break
+            first_line = line_no + 1
+            line_no += len(block)
+            body = "".join(block)
+            arr = formats.parse_uci_entries(body, first_line, D, W, docword, nnz, seen)
+            if arr.shape[0] == 0:
+                continue
+            d, w, c = arr[:, 0], arr[:, 1], arr[:, 2]
+            prev = np.concatenate([[last], d[:-1]])
+            down = np.flatnonzero(d < prev)
+            if down.size:
+                j = int(down[0])
+                raise CorpusError(f"{docword}, line {_entry_line(body, first_line, j)}: document {d[j]} comes after "
+                                  f"document {prev[j]}; entries must be grouped by document in increasing order")
+            new_doc = d != prev
+            rank = n_with + np.cumsum(new_doc)  # documents with entries up to each entry
+            jump = np.flatnonzero(new_doc & (d > 2 * rank + INFERRED_SLACK))
+            if jump.size:
+                j = int(jump[0])
+                raise formats.empty_run_error(int(d[j]), int(rank[j]) - 1, docword, _entry_line(body, first_line, j))
+            n_with = int(rank[-1])
+            seen += d.size
+            last = int(d[-1])
+            keep = c > 0
+            d = np.concatenate([pend_d, d[keep] - 1])
+            w = np.concatenate([pend_w, w[keep] - 1])
+            c = np.concatenate([pend_c, c[keep]])
+            # Every document before the block's last one is complete: write them.
+            open_doc = last - 1
+            done = d < open_doc
+            lengths = np.bincount(d[done] - current, minlength=open_doc - current)
+            writer.append(lengths, w[done], c[done])
+            current = open_doc
+            pend_d, pend_w, pend_c = d[~done], w[~done], c[~done]
+        if seen != nnz:
+            raise CorpusError(f"{docword}: the header says NNZ={nnz} but the file has {seen} entries (truncated?)")
+        if D > inferred_size_limit(n_with):  # the rule of formats.check_uci_documents, as read_uci applies it
+            formats.check_uci_documents(np.arange(n_with), D, docword)
+        writer.append(np.bincount(pend_d - current, minlength=D - current), pend_w, pend_c)
+        return writer.close(vocab)
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _entry_line(body: str, first_line: int, j: int) -> int:
@@ -455,30 +468,35 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     from . import formats
 
     writer = _Writer(folder, batch_size, str(path))
-    keys: dict[str, int] = {}
-    dropped = 0
-    lines = _numbered_lines(path, encoding)
-    with tempfile.TemporaryDirectory() as tmp:
-        group_file = Path(tmp) / "group.vw"
-        first_line = 1
-        while True:
-            group = [text for _, (_, text) in zip(range(batch_size), lines)]
-            if not group:
-                break
-            group_file.write_text("".join(group), encoding="utf-8")
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", CorpusWarning)
-                    part = formats.read_vw(group_file, empty_docs="drop", **read_kwargs)
-            except CorpusError as e:  # name the line in the whole file, not in the group
-                msg = str(e).replace(str(group_file), str(path))
-                msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", msg, count=1)
-                raise CorpusError(msg) from None
-            first_line += len(group)
-            dropped += int(part.dropped_docs.size)
-            mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
-            writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
-    return writer.close(list(keys), {"dropped_docs": dropped})
+    try:
+        keys: dict[str, int] = {}
+        dropped = n_read = 0
+        lines = _numbered_lines(path, encoding)
+        with tempfile.TemporaryDirectory() as tmp:
+            group_file = Path(tmp) / "group.vw"
+            first_line = 1
+            while True:
+                group = [text for _, (_, text) in zip(range(batch_size), lines)]
+                if not group:
+                    break
+                group_file.write_text("".join(group), encoding="utf-8")
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", CorpusWarning)
+                        part = formats.read_vw(group_file, empty_docs="drop", first_index=n_read, **read_kwargs)
+                except CorpusError as e:  # name the line in the whole file, not in the group
+                    msg = str(e).replace(str(group_file), str(path))
+                    msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", msg, count=1)
+                    raise CorpusError(msg) from None
+                first_line += len(group)
+                n_read += part.n_docs + int(part.dropped_docs.size)
+                dropped += int(part.dropped_docs.size)
+                mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
+                writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
+        return writer.close(list(keys), {"dropped_docs": dropped})
+    except BaseException:
+        writer.abort()
+        raise
 
 
 # =============================================================================== online EM
