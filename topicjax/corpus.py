@@ -269,6 +269,12 @@ class Corpus:
             )
         for name, arr in (("document id", doc_ids), ("word id", word_ids)):
             if arr.size and arr.dtype.kind not in "iu":
+                if arr.dtype.kind in "US":
+                    for i, v in enumerate(arr.tolist()):
+                        try:
+                            float(v)
+                        except ValueError:
+                            raise CorpusError(f"entry {i}: {name} {v!r} is not a number") from None
                 if arr.dtype.kind != "f":
                     raise CorpusError(f"{name}s must be integers, got dtype {arr.dtype}")
                 bad = ~np.isfinite(arr) | (arr != np.round(arr))

@@ -32,13 +32,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from topicjax import streaming  # noqa: E402
-from topicjax.corpus import Corpus, CorpusError, CorpusWarning  # noqa: E402
-from topicjax.formats import read_ldac, read_uci, read_vw  # noqa: E402
+from topicjax import streaming
+from topicjax.corpus import Corpus, CorpusError, CorpusWarning
+from topicjax.formats import read_ldac, read_uci, read_vw
 
 #: Per example: the seconds after which a read counts as a hang, and the allocation bound.
 ALARM_S = 10
