@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from topicjax import streaming
-from topicjax.corpus import MAX_PLACEHOLDER_WORDS, Corpus, CorpusError, CorpusWarning
-from topicjax.formats import (
+from topicjax.data.corpus import MAX_PLACEHOLDER_WORDS, Corpus, CorpusError, CorpusWarning
+from topicjax.data.formats import (
     read_corpus,
     read_ldac,
     read_text_folder,
@@ -32,6 +31,7 @@ from topicjax.formats import (
     write_uci,
     write_vw,
 )
+from topicjax.scale import online as streaming
 
 
 @dataclass

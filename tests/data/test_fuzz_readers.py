@@ -35,9 +35,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topicjax import streaming
-from topicjax.corpus import Corpus, CorpusError, CorpusWarning
-from topicjax.formats import read_ldac, read_uci, read_vw
+from topicjax.data.corpus import Corpus, CorpusError, CorpusWarning
+from topicjax.data.formats import read_ldac, read_uci, read_vw
+from topicjax.scale import online as streaming
 
 #: Per example: the seconds after which a read counts as a hang, and the allocation bound.
 ALARM_S = 10

@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 
-from topicjax import corpus as corpus_module
-from topicjax import streaming
-from topicjax.corpus import INFERRED_SLACK, Corpus, CorpusError, CorpusWarning, first_missing, inferred_size_limit
-from topicjax.formats import read_ldac, read_uci, read_vocab, read_vw, write_vw
+from topicjax.data import corpus as corpus_module
+from topicjax.data.corpus import INFERRED_SLACK, Corpus, CorpusError, CorpusWarning, first_missing, inferred_size_limit
+from topicjax.data.formats import read_ldac, read_uci, read_vocab, read_vw, write_vw
+from topicjax.scale import online as streaming
 
 
 def test_inferred_size_limit_is_twice_the_distinct_ids_plus_the_slack():
