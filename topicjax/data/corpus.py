@@ -24,7 +24,6 @@ Readers for files live in :mod:`topicjax.data.formats`; they all end in :meth:`C
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
