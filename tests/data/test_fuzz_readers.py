@@ -316,3 +316,38 @@ def test_fuzz_batch_store(tmp_path, good_store, key, value, target, flips, cut):
         return store.corpus(empty_docs="drop")
 
     _outcome(read_all, size)
+
+
+# ---------------------------------------------------------------------- constructors
+HOSTILE_VALUES = st.sampled_from([
+    0, 1, 2, 3, -1, 10**8, 2**31, 2**63, 10**30, 1.0, 2.5, float("nan"), float("inf"), -0.0, True, None, "1", "a",
+    np.int64(2), np.float32(1.5), np.uint64(2**63),
+])
+
+
+@FUZZ
+@given(docs=st.lists(st.lists(st.tuples(HOSTILE_VALUES, HOSTILE_VALUES), max_size=4), max_size=4),
+       vocab=st.sampled_from([None, ["a", "b", "c", "d"], {0: "a", 1: "b", 2: "c"}]),
+       empty=st.sampled_from(["error", "drop"]))
+def test_fuzz_from_lists(docs, vocab, empty):
+    """gensim-style documents with hostile ids and counts: a Corpus or a CorpusError."""
+    _outcome(lambda: Corpus.from_lists(docs, vocab=vocab, empty_docs=empty), 64 * (1 + sum(map(len, docs))))
+
+
+@FUZZ
+@given(entries=st.lists(st.tuples(HOSTILE_VALUES, HOSTILE_VALUES, HOSTILE_VALUES), max_size=6),
+       n_words=st.sampled_from([None, 0, 4, 10**9, 2**40, -1, 2.5]), n_docs=st.sampled_from([None, 0, 3, 10**9, -2]),
+       labels=st.sampled_from([None, "ints", "huge"]), empty=st.sampled_from(["error", "drop"]))
+def test_fuzz_from_entries(entries, n_words, n_docs, labels, empty):
+    """Coordinate entries and sizes with hostile values: a Corpus or a CorpusError, within the
+    memory bound even where a size says 10**9 (except an explicit ``n_docs=10**9`` with
+    ``empty_docs="drop"``, which asks for a ``dropped_docs`` of that size)."""
+    if n_docs == 10**9 and empty == "drop":
+        empty = "error"
+    d, w, c = ([e[i] for e in entries] for i in range(3))
+    vocab = None if n_words is not None else ["a", "b", "c", "d"]
+    kw = {}
+    if labels is not None and n_docs is not None and isinstance(n_docs, int) and 0 <= n_docs <= 8:
+        kw["labels"] = [0] * (n_docs - 1) + [10**9 if labels == "huge" else 1] if n_docs else []
+    _outcome(lambda: Corpus.from_entries(d, w, c, vocab=vocab, n_words=n_words, n_docs=n_docs, empty_docs=empty, **kw),
+             64 * (1 + len(entries)))

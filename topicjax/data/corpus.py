@@ -251,6 +251,12 @@ class Corpus:
         matrix.  ``empty_docs`` is ``"error"`` (default: a document without tokens is an error
         naming it) or ``"drop"`` (such documents are removed and listed in ``dropped_docs``).
 
+        Sizes: ``n_docs`` and ``n_words`` given by the caller are taken as given, up to
+        :data:`MAX_ID` (ids are int32; a placeholder vocabulary up to :data:`MAX_PLACEHOLDER_WORDS`),
+        and cost memory only where the result holds them (``dropped_docs`` with
+        ``empty_docs="drop"``; nothing when an empty document is an error).  Sizes *inferred*
+        from the largest id are bounded by :func:`inferred_size_limit`.
+
         >>> Corpus.from_entries([0], [3], [1], vocab=["a", "b"])
         Traceback (most recent call last):
         ...
@@ -365,16 +371,16 @@ class Corpus:
                     f"{which} has no tokens ({n_empty} empty document(s) in all); "
                     "pass empty_docs='drop' to remove them"
                 )
-            keep_docs = np.zeros(n_docs, bool)
-            keep_docs[present] = True
-            new_index = np.cumsum(keep_docs) - 1
-            doc_ids = new_index[doc_ids]
-            n_docs = int(present.size)
+            # O(entries) renumbering; the only array of size n_docs is dropped_docs itself.
+            doc_ids = np.searchsorted(present, doc_ids)
             if labels_m is not None:
-                labels_m = labels_m[keep_docs]
+                labels_m = labels_m[present]
             if doc_names is not None:
-                doc_names = tuple(n for n, k in zip(doc_names, keep_docs) if k)
-            dropped = np.flatnonzero(~keep_docs).astype(np.int64)
+                doc_names = tuple(doc_names[i] for i in present.tolist())
+            empty_mask = np.ones(n_docs, bool)
+            empty_mask[present] = False
+            dropped = np.flatnonzero(empty_mask).astype(np.int64)
+            n_docs = int(present.size)
         return cls(
             doc_ids=doc_ids.astype(np.int32),
             word_ids=word_ids.astype(np.int32),
