@@ -138,20 +138,19 @@ def _as_vocab(vocab, n_words: int | None) -> tuple[str, ...]:
 
 
 def _as_numbers(values, name: str) -> np.ndarray:
-    """``values`` as a numeric array; Python integers too large for int64 (an object array) become
-    floats, which the range checks then reject with the value in the message."""
+    """``values`` as a numeric array.  numpy makes an object array of a list holding ``None``, a
+    string among numbers or an integer beyond 64 bits: the first such entry is named."""
     arr = np.asarray(values)
     if arr.dtype != object:
         return arr
-    flat = arr.ravel()
-    out = np.empty(flat.shape, np.float64)
+    flat = arr.ravel().tolist()
     for i, v in enumerate(flat):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise CorpusError(f"entry {i}: {name} {v!r} is not a number")
         if isinstance(v, (int, np.integer)) and not -(2**63) <= int(v) < 2**63:
             raise CorpusError(f"entry {i}: {name} {v} does not fit in 64 bits")
-        out[i] = float(v)
-    return out.reshape(arr.shape)
+    exact = all(isinstance(v, (int, np.integer)) for v in flat)  # ints stay exact
+    return np.asarray(flat, np.int64 if exact else np.float64).reshape(arr.shape)
 
 
 def _check_counts(counts: np.ndarray, doc_ids: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
