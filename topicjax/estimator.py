@@ -13,7 +13,17 @@ keeps one contract, checked for all five families by ``tests/test_estimator_cont
   rows summing to 1 except topics removed from the model, which are zero), ``transform(X)`` and
   ``fit_transform`` (documents x topics), ``history_`` (one dict per iteration with at least
   ``iteration``, ``objective`` and ``seconds``), ``n_iter_``, ``vocab_``;
-* ``save(path)`` / ``load(path)`` (a folder: ``arrays.npz`` + ``meta.json``, written atomically);
+* every constructor parameter has a validator (:mod:`topicjax.core.validation`), run when
+  ``fit`` and ``fit_many`` start;
+* ``save(path)`` / ``load(path)`` (a folder: ``arrays.npz`` + ``meta.json``, written atomically;
+  ``load`` checks every field against ``_array_specs`` / ``_meta_specs`` and names the folder and
+  the field of the first that is wrong: :class:`~topicjax.persistence.SavedModelError`);
+* ``fit(X, checkpoint=DIR, checkpoint_every=N)``: progress saved every N iterations, a killed
+  fit resumed bit for bit (:mod:`topicjax.core.checkpoint`);
+* ``transform(X, empty_docs="keep" | "drop" | "error")``: documents without tokens get the topic
+  distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error; a
+  matrix ``X`` has no vocabulary (its columns are the model's words in ``vocab_`` order; only
+  the width is checked);
 * ``fit_many(X, seeds=..., n_topics=..., params=...)``: many fits in one call, each equal to its
   separate fit (a compiled batch for the EM families, sequential or threaded fits otherwise);
 * numerical failures raise :class:`~topicjax.core.errors.NumericalError`.
@@ -24,56 +34,15 @@ rows for documents (``transform`` returns ``(n_docs, n_components)``).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 
 from topicjax.core.random import check_random_state, fresh_seed
+from topicjax.core.validation import check_int, check_number, int_sequence, integer, number
 from topicjax.data.corpus import Corpus
-from topicjax.persistence import load_folder, save_folder
+from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, save_folder
 
 __all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array"]
-
-
-# ----------------------------------------------------------------------------- validation
-def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as an int in ``[low, high]``; a ``ValueError`` in one shape otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        rng = f">= {low}" if high is None else (f"in [{low}, {high}]" if low is not None else f"<= {high}")
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
-    return int(value)
-
-
-def check_number(value, name: str, low: float | None = None, high: float | None = None, *,
-                 low_open: bool = False) -> float:
-    """``value`` as a finite float in the range; a ``ValueError`` in one shape otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if (low is not None and (v < low or (low_open and v == low))) or (high is not None and v > high):
-        lo = "" if low is None else (f"> {low}" if low_open else f">= {low}")
-        hi = "" if high is None else f"<= {high}"
-        raise ValueError(f"{name} must be a number {' and '.join(x for x in (lo, hi) if x)}, got {value!r}")
-    return v
-
-
-def int_sequence(values, name: str, low: int) -> list[int]:
-    """``values`` as a list of Python ints, each ``>= low`` (seeds, numbers of topics of a batch
-    of models); a clear ``ValueError`` naming the first bad entry otherwise."""
-    if isinstance(values, (str, bytes)) or np.ndim(values) != 1:
-        raise ValueError(f"{name} must be a one-dimensional sequence of integers, got {values!r}")
-    kind = "a non-negative" if low == 0 else ("a positive" if low == 1 else f"an >= {low}")
-    out = []
-    for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must hold integers >= {low}: {name}[{i}] = {v!r} is not {kind} integer")
-        out.append(int(v))
-    return out
 
 
 def host_array(x) -> np.ndarray:
@@ -84,26 +53,31 @@ def host_array(x) -> np.ndarray:
     return np.asarray(x.addressable_shards[0].data)
 
 
-def as_corpus(X, vocab=None, *, what: str = "X") -> Corpus:
-    """Accept a Corpus, a scipy.sparse or dense ``(n_docs, n_words)`` count matrix (columns are
-    positional: a matrix has no vocabulary)."""
+def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> Corpus:
+    """Accept a Corpus, a scipy.sparse or dense ``(n_docs, n_words)`` count matrix.
+
+    A matrix has no vocabulary: its columns are positional, column ``j`` *is* word ``j`` of
+    ``vocab`` (of the model's ``vocab_`` for a fitted model), so a matrix whose columns are in
+    another order (another ``CountVectorizer``, a permutation) gives other topics without any
+    error: only its width can be checked.  Give a :class:`~topicjax.data.Corpus` (which carries
+    its words) or ``corpus.with_vocab(model.vocab_)`` when the order is not certain."""
     if isinstance(X, Corpus):
         return X
     import scipy.sparse as sp
 
     if sp.issparse(X):
-        return Corpus.from_sparse(X, vocab=vocab)
+        return Corpus.from_sparse(X, vocab=vocab, empty_docs=empty_docs)
     arr = np.asarray(X)
     if arr.ndim != 2:
         raise ValueError(f"{what} must be a Corpus or a (documents x words) matrix, got shape {arr.shape}")
-    return Corpus.from_dense(arr, vocab=vocab)
+    return Corpus.from_dense(arr, vocab=vocab, empty_docs=empty_docs)
 
 
 #: the contract's parameters: name -> validator(value, name)
 _COMMON = {
-    "n_components": lambda v, n: check_int(v, n, 1),
-    "max_iter": lambda v, n: check_int(v, n, 1),
-    "tol": lambda v, n: check_number(v, n, 0.0),
+    "n_components": integer(1),
+    "max_iter": integer(1),
+    "tol": number(0.0),
     "random_state": check_random_state,
 }
 
@@ -115,25 +89,52 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
     _saved_meta: tuple[str, ...] = ()
     #: constructor parameters that cannot be stored as JSON (callables, optimisers); `load` takes them
     _unsaved_params: tuple[str, ...] = ()
-    #: extra validators of a family: parameter name -> validator(value, name)
+    #: validators of a family's own constructor parameters: name -> validator(value, name)
+    #: (:mod:`topicjax.core.validation`); with the common ones, every parameter has one
     _constraints: dict = {}
+    #: what ``load`` accepts: saved arrays (name -> :class:`~topicjax.persistence.ArraySpec`) and
+    #: metadata fields (name -> kind of :func:`~topicjax.persistence.check_meta`), those required
+    _array_specs: dict = {}
+    _meta_specs: dict = {}
+    _meta_required: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- parameters
     def _validate_params(self) -> None:
-        """Check every constrained parameter (one message shape for all estimators)."""
+        """Check every constructor parameter with its validator (the common ones of this module and
+        the family's ``_constraints``): ``ValueError("<name> must be ..., got <value>")``."""
         params = self.get_params(deep=False)
         for name, check in {**_COMMON, **self._constraints}.items():
             if name in params:
                 check(params[name], name)
 
-    def _seed(self):
+    def _seed(self, checkpoint=None):
         """The seed of this fit: ``random_state``, or for ``None`` a fresh one (kept in
-        ``seed_`` so that the fit can be repeated)."""
+        ``seed_`` so that the fit can be repeated; a resumed fit takes its checkpoint's)."""
         rs = check_random_state(self.random_state)
         if rs is None:
             rs = fresh_seed()
+        if checkpoint is not None:
+            rs = checkpoint.start(rs)
         self.seed_ = rs
         return rs
+
+    def _checkpoint_params(self) -> dict:
+        """The parameters that identify a fit in a checkpoint (``progress`` does not count;
+        families describe their callables here)."""
+        params = self.get_params(deep=False)
+        params.pop("progress", None)
+        return params
+
+    def _open_checkpoint(self, checkpoint, checkpoint_every, corpus, **extra):
+        """The :class:`~topicjax.core.checkpoint.Checkpoint` of this fit (``None`` without one)."""
+        from topicjax.core import checkpoint as ck
+
+        if checkpoint is None:
+            ck.open_checkpoint(None, checkpoint_every, {})
+            return None
+        identity = {"model": type(self).__name__, "params": ck.describe(self._checkpoint_params()),
+                    "corpus": ck.fingerprint(corpus), **ck.describe(extra)}
+        return ck.open_checkpoint(checkpoint, checkpoint_every, identity)
 
     # ---------------------------------------------------------------- inputs
     def _train_corpus(self, X) -> Corpus:
@@ -143,18 +144,76 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return corpus
 
     def _new_corpus(self, X) -> Corpus:
-        """A corpus to transform/evaluate: same vocabulary as training (clear error otherwise)."""
+        """A corpus to transform/evaluate: same vocabulary as training, every document with
+        tokens (clear errors otherwise)."""
+        return self._new_docs(X, "error")[0]
+
+    def _new_docs(self, X, empty_docs: str = "error"):
+        """``(corpus, rows, n_rows)``: the documents of ``X`` that have tokens as a corpus over the
+        model's vocabulary, their rows in ``X`` (``None`` when every document has tokens) and the
+        number of rows of ``X``.  Documents without tokens are an error (``empty_docs="error"``)
+        or set aside (``"keep"``, ``"drop"``: see :meth:`_place_rows`)."""
+        from topicjax.core.validation import one_of
+        from topicjax.data.corpus import CorpusError
+
         self._check_fitted()
-        corpus = as_corpus(X, vocab=self.vocab_ if not isinstance(X, Corpus) else None)
-        if corpus.n_words != len(self.vocab_):
-            raise ValueError(
-                f"the corpus has {corpus.n_words} words but the model was fitted on {len(self.vocab_)}; "
-                "re-index it with corpus.with_vocab(model.vocab_) (a matrix's columns must be the model's words, "
-                "in the same order)"
-            )
-        if isinstance(X, Corpus) and tuple(self.vocab_) != corpus.vocab:
-            Corpus.check_same_vocab(Corpus.from_entries([], [], [], vocab=self.vocab_, n_docs=0), corpus)
-        return corpus
+        one_of("keep", "drop", "error")(empty_docs, "empty_docs")
+        W = len(self.vocab_)
+        mismatch = ("re-index it with corpus.with_vocab(model.vocab_) (a matrix has no vocabulary: its columns must be "
+                    "the model's words, in the same order)")
+        if isinstance(X, Corpus):
+            corpus = X
+            if corpus.n_words != W:
+                raise ValueError(f"the corpus has {corpus.n_words} words but the model was fitted on {W}; {mismatch}")
+            if tuple(self.vocab_) != corpus.vocab:
+                Corpus.check_same_vocab(Corpus.from_entries([], [], [], vocab=self.vocab_, n_docs=0), corpus)
+            n_rows = corpus.n_docs
+            empty = np.flatnonzero(corpus.doc_lengths == 0)
+        else:
+            shape = X.shape if hasattr(X, "shape") else np.shape(X)
+            if len(shape) == 2 and shape[1] != W:
+                raise ValueError(f"X has {shape[1]} columns but the model was fitted on {W} words; {mismatch}")
+            corpus = as_corpus(X, vocab=self.vocab_, empty_docs="drop")
+            n_rows = corpus.n_docs + int(corpus.dropped_docs.size)
+            empty = corpus.dropped_docs
+        if not empty.size:
+            return corpus, None, n_rows
+        if empty_docs == "error":
+            raise CorpusError(
+                f"document {int(empty[0])} of X has no tokens ({empty.size} such document(s)): nothing to infer its "
+                "topics from; transform(X, empty_docs='keep') gives such documents the topic distribution of no "
+                "evidence, empty_docs='drop' leaves them out")
+        rows = np.setdiff1d(np.arange(n_rows), empty)
+        if isinstance(X, Corpus):
+            corpus = corpus.subset(rows)
+        return corpus, rows, n_rows
+
+    def _no_evidence(self) -> np.ndarray:
+        """The topic distribution of a document without tokens, ``(n_components,)``: uniform over
+        the topics in the model (the families' inference starts there and no token moves it);
+        TTMM overrides it with its prior."""
+        alive = np.asarray(getattr(self, "topic_alive_", np.ones(int(self.n_components))), np.float64) > 0
+        return alive / alive.sum()
+
+    def _place_rows(self, values: np.ndarray, rows, n_rows: int, empty_docs: str) -> np.ndarray:
+        """``values`` (one row per document with tokens) as the result for all ``n_rows`` rows of
+        ``X``: documents without tokens get :meth:`_no_evidence` (``"keep"``) or no row (``"drop"``)."""
+        if rows is None or empty_docs == "drop":
+            return values
+        out = np.empty((n_rows, values.shape[1]), values.dtype)
+        out[:] = self._no_evidence().astype(values.dtype)
+        out[rows] = values
+        return out
+
+    def _transform_docs(self, X, empty_docs: str, infer) -> np.ndarray:
+        """``transform`` for every family: ``infer(corpus) -> (n_docs, n_components)`` on the
+        documents with tokens, the others handled by ``empty_docs`` (see :meth:`_place_rows`)."""
+        corpus, rows, n_rows = self._new_docs(X, empty_docs)
+        if corpus.n_docs:
+            values = np.asarray(infer(corpus))
+        else:
+            values = np.zeros((0, len(self._no_evidence())), np.float32)
+        return self._place_rows(values, rows, n_rows, empty_docs)
 
     def _check_fitted(self):
         if not hasattr(self, "vocab_"):
@@ -254,28 +313,58 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip."""
         self._write(path, *self._save_contents())
 
+    def _saved_sizes(self) -> dict:
+        """Sizes that the saved arrays' shapes must match (symbols of ``_array_specs``)."""
+        return {"W": len(self.vocab_), "T": int(self.n_components)}
+
+    @classmethod
+    def _check_class(cls, path, meta) -> None:
+        model_name = meta.get("model")
+        if model_name != cls.__name__:
+            hint = (f"; load it with {model_name}.load or topicjax.persistence.load" if isinstance(model_name, str)
+                    else "")
+            raise SavedModelError(f"{path} holds a {model_name!r} model, not {cls.__name__}{hint}")
+
     @classmethod
     def _from_saved(cls, path, arrays, meta, params):
-        if meta.get("model") != cls.__name__:
-            raise ValueError(f"{path} holds a {meta.get('model')!r} model, not {cls.__name__}")
+        """A model from the contents of a saved folder, every field checked first: the class, the
+        parameters (known, valid), the vocabulary, the arrays (present, dtype, shape, finite) and the
+        metadata; a :class:`~topicjax.persistence.SavedModelError` naming the folder and the field."""
+        cls._check_class(path, meta)
         accepted = set(cls._get_param_names())
         saved = meta.get("params")
         if not isinstance(saved, dict):
-            raise ValueError(f"{path}: meta.json has no 'params' mapping")
+            raise SavedModelError(f"{path}: meta.json has no 'params' object")
         unknown = sorted(set(saved) - accepted)
         if unknown:
-            raise ValueError(f"{path}: unknown parameter(s) {unknown} for {cls.__name__}")
-        if not isinstance(meta.get("vocab"), list):
-            raise ValueError(f"{path}: meta.json has no 'vocab' list")
+            raise SavedModelError(f"{path}: meta.json field 'params' has unknown parameter(s) {unknown} for "
+                                  f"{cls.__name__}")
+        vocab = meta.get("vocab")
+        if not isinstance(vocab, list) or not vocab or not all(isinstance(v, str) for v in vocab):
+            what = "missing" if vocab is None else f"a {type(vocab).__name__}"
+            raise SavedModelError(f"{path}: meta.json field 'vocab' must be a non-empty list of words, it is {what}"
+                                  + (" of non-strings" if isinstance(vocab, list) and vocab else ""))
         model = cls(**{**saved, **params})
-        model.vocab_ = [str(v) for v in meta["vocab"]]
+        try:
+            model._validate_params()
+        except ValueError as e:
+            raise SavedModelError(f"{path}: meta.json field 'params': {e}") from None
+        model.vocab_ = list(vocab)
         model.n_features_in_ = len(model.vocab_)
+        check_meta(path, meta, cls._meta_specs)
+        missing = [name for name in cls._meta_required if name not in meta]
+        if missing:
+            raise SavedModelError(f"{path}: meta.json has no field {missing[0]!r}")
+        model._load_sizes = check_arrays(path, arrays, cls._array_specs, model._saved_sizes())
         for name in cls._saved_arrays:
             if name in arrays:
                 setattr(model, name, arrays[name])
         for name in cls._saved_meta:
             if name in meta:
                 setattr(model, name, meta[name])
+        if "n_iter_" in meta and isinstance(meta.get("history_"), list) and len(meta["history_"]) != meta["n_iter_"]:
+            raise SavedModelError(f"{path}: meta.json field 'history_' has {len(meta['history_'])} records but "
+                                  f"n_iter_ is {meta['n_iter_']}")
         return model
 
     @classmethod

@@ -611,8 +611,9 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     With one batch holding every document, ``kappa=0`` (ρ = 1) and ``update_every=1``, each pass
     is the offline pass of ``ARTM(doc_passes=doc_passes)``: the same model up to round-off.
     """
-    from topicjax.core.random import as_key
-    from topicjax.estimator import check_int, check_number
+    from topicjax.artm.model import check_regularizers
+    from topicjax.core.random import as_key, check_random_state
+    from topicjax.core.validation import check_bool, check_int, check_number
     from topicjax.regularizers import Context, as_regularizer
 
     store = store if isinstance(store, BatchStore) else BatchStore(store)
@@ -622,7 +623,11 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     check_int(passes, "passes", 0)
     check_number(kappa, "kappa", 0.0)
     check_number(tau0, "tau0", 0.0)
-    reg = as_regularizer(regularizers)
+    check_random_state(random_state)
+    check_bool(progress, "progress")
+    if state is not None and not isinstance(state, OnlineState):
+        raise ValueError(f"state must be None or an OnlineState of a previous fit, got {type(state).__name__}")
+    reg = as_regularizer(check_regularizers(regularizers))
     for t in reg.terms:
         if t.per_document:
             raise ValueError(f"regularizer {t.name!r} holds data about particular documents; the online fit sees "
