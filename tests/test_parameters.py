@@ -125,8 +125,8 @@ def test_defaults_and_other_valid_values_pass(family):
     ESTIMATORS[family]()._validate_params()
     good = {
         "ARTM": dict(background_topics=["topic_0", 2], topic_names=("a", "b", "c"), scores=(), doc_passes=2,
-                     modality_weights={"text": 1.0}, label_weight=0.5, chunk=64, regularizers=tj.regularizers.smooth_phi(),
-                     random_state=np.uint32(5), tol=0),
+                     modality_weights={"text": 1.0}, label_weight=0.5, chunk=64,
+                     regularizers=tj.regularizers.smooth_phi(), random_state=np.uint32(5), tol=0),
         "PLSA": dict(chunk=None, transform_iter=np.int64(3), tol=1e-9),
         "PTM": dict(bic="2020", max_u_cycles=0, max_v_rounds=0, v_candidates=[2, 2], block_tokens=16),
         "TTMM": dict(solver="sgd", optimizer=optax.sgd(0.1), chunk=None, random_state=None),

@@ -36,8 +36,9 @@ SETUP = textwrap.dedent("""
     FITS = {
         "PLSA": lambda **kw: tj.PLSA(4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
         "ARTM": lambda **kw: tj.ARTM(4, max_iter=14, progress=False, scores=("perplexity", "sparsity"),
-                                     regularizers=[(R.sparse_theta(), R.Linear(1, 14, 0.0, 0.3)), (R.decorrelate(), 1.0),
-                                                   (R.smooth_phi(), history_tau)]).fit(corpus, **kw),
+                                     regularizers=[(R.sparse_theta(), R.Linear(1, 14, 0.0, 0.3)),
+                                                   (R.decorrelate(), 1.0), (R.smooth_phi(), history_tau)]
+                                     ).fit(corpus, **kw),
         "PTM": lambda **kw: tj.PTM(4, max_iter=10, tol=0, progress=False).fit(corpus, **kw),
         "select_order": lambda **kw: select_order(corpus, 5, 3, max_iter=6, tol=0, progress=False, **kw),
         "TTMM-EM": lambda **kw: tj.TTMM(2, 4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
@@ -98,7 +99,8 @@ def run_meta(path: Path) -> dict:
 
 def kill_when(folder: Path, family: str, ready, timeout: float = 240.0) -> subprocess.Popen:
     """Start the fit in a subprocess; SIGKILL it as soon as ``ready(folder)``."""
-    env = {**os.environ, "PYTHONPATH": str(Path(tj.__file__).parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    path = str(Path(tj.__file__).parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": path,
            "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     proc = subprocess.Popen([sys.executable, "-c", CHILD, family, str(folder)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

@@ -271,7 +271,8 @@ def test_save_load_round_trip(tmp_path, shared, em_model, sgd_model):
         (dict(n_themes=2.5), r"n_themes must be an integer >= 1, got 2.5"),
         (dict(solver="lbfgs"), r"solver must be one of 'em', 'sgd', got 'lbfgs'"),
         (dict(optimizer=optax.sgd(0.1)), r"optimizer is only used by solver='sgd'"),
-        (dict(solver="sgd", optimizer="adam"), r"optimizer must be None or an optax GradientTransformation \(with init, update\), got 'adam'"),
+        (dict(solver="sgd", optimizer="adam"),
+         r"optimizer must be None or an optax GradientTransformation \(with init, update\), got 'adam'"),
     ],
 )
 def test_bad_parameters(kwargs, message):

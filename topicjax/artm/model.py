@@ -667,7 +667,8 @@ class ARTM(TopicModelBase):
         arrays, meta = cls._read(path)
         cls._check_class(path, meta)
         saved = meta.get("regularizers", [])
-        if not isinstance(saved, list) or not all(isinstance(r, dict) and isinstance(r.get("name"), str) for r in saved):
+        if not (isinstance(saved, list) and all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                                for r in saved)):
             raise SavedModelError(f"{path}: meta.json field 'regularizers' must be a list of objects with a 'name'")
         accepted = set(cls._get_param_names())
         if params.get("regularizers") is not None:
