@@ -84,7 +84,10 @@ def folder_files(root, suffixes=None) -> tuple[list[Path], list[Path]]:
             if f.startswith("."):
                 continue
             (match if matches_suffixes(f, suffixes) else other).append(Path(dirpath) / f)
-    key = lambda p: p.relative_to(root).parts  # noqa: E731
+
+    def key(p):
+        return p.relative_to(root).parts
+
     return sorted(match, key=key), sorted(other, key=key)
 
 
