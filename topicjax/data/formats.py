@@ -11,7 +11,9 @@ Vowpal Wabbit text, as used by BigARTM (:func:`read_vw`, :func:`write_vw`)
     one document per line, ``doc_name word word:3 |@default_class word |@tag t1 t2``: the first
     token names the document, ``|name`` opens a namespace, which becomes a *modality* of the
     corpus (:attr:`Corpus.modalities`, :attr:`Corpus.modality_names`); tokens before the first
-    ``|`` and tokens of a namespace without a name belong to ``"@default_class"``.
+    ``|`` and tokens of a namespace without a name belong to ``"@default_class"``.  Document labels
+    are the namespace ``@labels``: :func:`write_vw` writes them there and :func:`read_vw` reads
+    them back by default, so what one writes the other reads back identically.
 lda-c (:func:`read_ldac`, :func:`write_ldac`)
     one document per line, ``N id:count id:count ...`` with ``N`` pairs and 0-based word ids
     (the format of Blei's lda-c and of the PTM reference code); the vocabulary is a separate file,
