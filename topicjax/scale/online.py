@@ -465,7 +465,8 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     vocabulary keys and messages, with the line numbers of the whole file).  The vocabulary is
     numbered in order of first appearance; documents without tokens are dropped (as
     ``empty_docs="drop"``) and counted in ``meta.json``.  Document names are not stored, so
-    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here.
+    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here; nor are
+    labels (the ``@labels`` namespace, read as labels by default, not as words).
     """
     import tempfile
     import warnings
