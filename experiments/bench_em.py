@@ -7,7 +7,7 @@ What is measured, per corpus and number of topics T:
    ``--rounds`` times, medians reported) so that the load of a shared machine hits all systems
    alike:
 
-   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.em.make_step``: E-step of
+   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.core.em.make_step``: E-step of
      ARTM eq. 6-8 through the sliced kernel of ``em.expected_counts``, then the M-step; Θ is
      carried over between passes, so this is one document pass per Φ update);
    * ``ours-5`` / ``ours-10``: BigARTM's offline algorithm with our kernels
@@ -130,7 +130,7 @@ class Ours(System):
         super().__init__(*a)
         import jax
 
-        from topicjax import em
+        from topicjax.core import em
 
         self.jax, self.em = jax, em
         self.data = em.prepare(self.train)
@@ -161,7 +161,7 @@ class OursOffline(Ours):
     def __init__(self, train, T, threads, seed, doc_passes=10):
         import jax
 
-        from topicjax import em
+        from topicjax.core import em
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.em = jax, em
@@ -175,14 +175,14 @@ class OursOffline(Ours):
 
 
 class OursSharded(Ours):
-    """``ours`` with the documents sharded over all JAX devices (``topicjax.distributed``): on CPU,
+    """``ours`` with the documents sharded over all JAX devices (``topicjax.scale.distributed``): on CPU,
     run the benchmark with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` to give XLA N
     host devices, i.e. N threads working on one model."""
 
     def __init__(self, train, T, threads, seed):
         import jax
 
-        from topicjax import distributed
+        from topicjax.scale import distributed
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.dist = jax, distributed
@@ -241,7 +241,7 @@ class BigARTM(System):
         finally:
             os.chdir(cwd)
 
-        from topicjax import formats
+        from topicjax.data import formats
 
         self.artm, self.doc_passes = artm, doc_passes
         self.name = f"bigartm-{doc_passes}"
@@ -404,7 +404,7 @@ EVAL_FLOOR = 1e-9
 
 def evaluate(phi, observed, heldout):
     """The one evaluation function: hold-out perplexity by document completion (ARTM sec. 5)."""
-    from topicjax import metrics
+    from topicjax.evaluation import metrics
 
     phi = np.asarray(phi, np.float64)
     s = phi.sum(0, keepdims=True)
@@ -441,7 +441,7 @@ def memory_report(train, T):
     fit (:func:`em.run_scan`, ``ARTM.fit_grid``), where the new Φ, Θ take the old ones' place."""
     import jax
 
-    from topicjax import em
+    from topicjax.core import em
 
     data = em.prepare(train)
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
@@ -460,7 +460,7 @@ def kernel_sweep(train, T, rounds):
     import jax
     import jax.numpy as jnp
 
-    from topicjax import em
+    from topicjax.core import em
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi
@@ -539,7 +539,7 @@ def numba_estep_ms(train, T, threads, rounds):
     import jax.numpy as jnp
 
     from numba_reference import NumbaEStep
-    from topicjax import em
+    from topicjax.core import em
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi

@@ -42,7 +42,7 @@ def pass_time(train, T, rounds):
     """Median seconds of one compiled PLSA step of one model (compile excluded)."""
     import jax
 
-    from topicjax import em
+    from topicjax.core import em
 
     data = em.prepare(train)
     step = em.make_step()

@@ -5,7 +5,7 @@ building the fitted objects): what a batch of models costs the device itself (is
 Timed (best of ``--rounds`` after a warm-up), per model and iteration, for G models at T topics:
 
 * ``artm grid``: the compiled ``fit_grid`` runner (``lax.scan`` over iterations, all G models
-  vmapped; the E-step under vmap is :func:`topicjax.em._sliced_counts_models`);
+  vmapped; the E-step under vmap is :func:`topicjax.core.em._sliced_counts_models`);
 * ``artm vmapped step``: the vmapped ARTM step called from a Python loop;
 * ``plsa vmapped``: ``jax.vmap`` of ``em.run_scan`` over G PLSA models;
 * ``plsa single``: one PLSA model's ``em.run_scan`` (G times its time), the sequential baseline
@@ -44,8 +44,8 @@ def main(argv=None):
 
     import bench_grid
     from bench_em import load_corpus
-    from topicjax import em
-    from topicjax.artm import _build
+    from topicjax.core import em
+    from topicjax.artm.model import _build
 
     if args.quick:
         args.corpus, args.topics, args.models, args.iterations, args.rounds = ["bars"], 5, 3, 2, 1

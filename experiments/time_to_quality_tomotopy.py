@@ -19,7 +19,7 @@ The protocol, per corpus and number of topics T:
 
 3. **Ours**: ARTM with the two smoothing regularizers (``regularizers.smooth_phi`` and
    ``smooth_theta``, eq. 23-24: φ_wt ∝ n_wt + τ_φ, θ_td ∝ n_td + τ_θ — LDA-like, τ_φ and τ_θ
-   playing β and α), run by one of two compiled steps of ``topicjax.em``:
+   playing β and α), run by one of two compiled steps of ``topicjax.core.em``:
 
    * ``offline-N``: ``em.make_offline_step(R, doc_passes=N)`` (BigARTM's offline pass: Θ
      restarted from uniform, N - 1 Θ-only iterations with the smoothing, one full E-step);
@@ -129,7 +129,7 @@ class OursSmoothed:
         import jax
         import jax.numpy as jnp
 
-        from topicjax import em
+        from topicjax.core import em
         from topicjax import regularizers as regs
 
         self.jax, self.jnp, self.em = jax, jnp, em

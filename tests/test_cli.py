@@ -21,7 +21,7 @@ def test_fit_bundled_then_topics_and_evaluate(tmp_path, capsys):
     assert "topic   0:" in capsys.readouterr().out
 
     corpus, _ = datasets.make_bars(n_docs=40, seed=9)
-    from topicjax.formats import write_uci
+    from topicjax.data.formats import write_uci
 
     write_uci(corpus, tmp_path / "uci", "bars")
     assert cli.main(["evaluate", str(out), str(tmp_path / "uci")]) == 0
@@ -31,7 +31,7 @@ def test_fit_bundled_then_topics_and_evaluate(tmp_path, capsys):
 
 def test_fit_real_format_corpus_prints_top_words(tmp_path, capsys):
     corpus, _ = datasets.make_bars(n_docs=60, seed=2)
-    from topicjax.formats import write_uci
+    from topicjax.data.formats import write_uci
 
     write_uci(corpus, tmp_path / "uci", "bars")
     assert cli.main(["fit", str(tmp_path / "uci"), "--topics", "4", "--iterations", "5", "--quiet"]) == 0

@@ -44,7 +44,8 @@ def test_smoothing_coefficients_reach_the_m_step(mod):
     Φ, Θ gives φ ∝ n_wt + τ_φ and θ ∝ n_td + τ_θ, with the counts from the plain E-step."""
     import numpy as np
 
-    from topicjax import datasets, em
+    from topicjax import datasets
+    from topicjax.core import em
 
     corpus, _ = datasets.make_bars(n_docs=30, seed=0)
     m = mod.OursSmoothed(corpus, 4, "carried", 0)

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 from scipy import integrate, stats
 from scipy.special import betaln, gammaln as g
 
-from topicjax.corpus import Corpus
-from topicjax.datasets import make_bars, make_lda_corpus
+from topicjax.data.corpus import Corpus
+from topicjax.data.datasets import make_bars, make_lda_corpus
 from topicjax import lida as L
 from topicjax.lida import LIDA
 

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import metrics
-from .corpus import Corpus
+from topicjax.evaluation import metrics
+from topicjax.data.corpus import Corpus
 
 __all__ = ["main", "MODELS"]
 
 
 def _plsa(topics, iterations, seed, progress):
-    from .plsa import PLSA
+    from topicjax.artm.plsa import PLSA
 
     return PLSA(n_components=topics, max_iter=iterations, tol=0, random_state=seed, progress=progress)
 
@@ -38,11 +38,11 @@ def _model_factories():
     """Model name -> factory(topics, iterations, seed, progress), for the models installed."""
     models = {"plsa": _plsa}
     try:
-        from .artm import ARTM
+        from topicjax.artm import ARTM
     except ImportError:
         pass
     else:
-        from . import regularizers
+        from topicjax import regularizers
 
         def _artm(topics, iterations, seed, progress):
             # Decorrelated topics from the start, then Θ sparsing switched on once the topics
@@ -74,7 +74,7 @@ class _CLIError(Exception):
 
 
 def _read_corpus(path: str, encoding: str = "utf-8") -> Corpus:
-    from .formats import corpus_kind, read_corpus
+    from topicjax.data.formats import corpus_kind, read_corpus
 
     if corpus_kind(path) == "texts":
         # Raw text: English stop words out, words seen in one document only dropped, empty files
@@ -97,7 +97,7 @@ def _print_topics(model, vocab, n=10):
 
 
 def cmd_fit(args) -> int:
-    from . import datasets
+    from topicjax.data import datasets
 
     t0 = time.perf_counter()
     bundled = args.corpus is None
@@ -156,7 +156,7 @@ def cmd_fit(args) -> int:
 
 
 def _load_model(path):
-    from .persistence import load
+    from topicjax.persistence import load
 
     return load(path)
 

@@ -123,8 +123,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from .base import TopicModelBase
-from .corpus import Corpus
+from topicjax.estimator import TopicModelBase
+from topicjax.data.corpus import Corpus
 
 __all__ = [
     "LIDA",

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from topicjax import Corpus, datasets, em
-from topicjax.core import kernels
+from topicjax import Corpus, datasets
+from topicjax.core import em, kernels
 
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"E-step kernel not built ({kernels.load_error()})")
 
@@ -262,7 +262,7 @@ def test_missing_kernel_falls_back_with_one_warning():
                     raise ImportError("no compiled kernel (simulated)")
         sys.meta_path.insert(0, Block())
         import jax, numpy as np, topicjax as tj
-        from topicjax import em
+        from topicjax.core import em
         from topicjax.core import kernels
         assert not kernels.available() and kernels.get_threads() == 1
         corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)

@@ -1,0 +1,493 @@
+"""Corpora larger than memory: an on-disk batch store and online PLSA/ARTM (BigARTM's fit_online).
+
+The batch store
+---------------
+A folder holding the corpus in compressed-sparse-row form, as flat binary arrays that are
+memory-mapped one batch at a time (only the pages of the batch being read are mapped, and the
+map is dropped after the batch is copied, so reading never holds more than a batch):
+
+* ``offsets.bin`` — int64, D + 1 entries: document ``d`` owns entries ``offsets[d]:offsets[d+1]``;
+* ``words.bin`` — int32 word ids, ``counts.bin`` — int32 counts (one entry per distinct word of a
+  document; a word repeated within a document may occur as several entries, which the E-step
+  adds up exactly);
+* ``vocab.txt`` — one vocabulary key per line (VW keys of other modalities are ``"m|word"``,
+  as in :mod:`topicjax.data.formats`);
+* ``meta.json`` — sizes, the number of documents per batch, the source.
+
+Batches are runs of ``batch_size`` consecutive documents.  Converters stream their input and never
+hold more than one group of documents: :func:`convert_uci` (UCI ``docword`` file, read line by
+line), :func:`convert_vw` (Vowpal Wabbit text, parsed ``batch_size`` lines at a time by
+:func:`topicjax.data.formats.read_vw`), and :func:`write_store` (any iterable of in-memory
+:class:`~topicjax.data.corpus.Corpus` parts with one vocabulary, appended one after the other).
+
+Online EM
+---------
+:func:`fit_online` is the online algorithm of BigARTM (``ARTM.fit_online``; Vorontsov et al.,
+ARTM sec. 4 "online algorithm"; Hoffman et al. 2010 for the step size).  For each batch ``b``:
+
+1. Θ_b of its documents is inferred from uniform with Φ fixed by ``doc_passes`` iterations of
+   ARTM eq. 16 (with the regularizer's Θ terms, if any);
+2. the batch's counts ``n̂_wt = φ_wt ∂L_b/∂φ_wt`` (eq. 7) are added up over ``update_every``
+   batches;
+3. then ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` with ``ρ = (τ0 + t)^(-κ)``, ``t`` the number of
+   updates so far, and ``Φ ∝ (n_wt + φ ∂R/∂φ)_+`` (eq. 15).
+
+BigARTM's defaults are ``tau0 = 1024, kappa = 0.7, update_every = 1``.  Memory is Φ, n_wt (both
+W x T) and one batch (its counts and its T x batch_size Θ): it does not grow with the number of
+documents.  Every batch is padded to one shape, so the per-batch step compiles once.
+
+>>> import tempfile, topicjax as tj
+>>> from topicjax import streaming
+>>> corpus, _ = tj.datasets.make_bars(n_docs=300, seed=0)
+>>> store = streaming.write_store([corpus], tempfile.mkdtemp(), batch_size=100)
+>>> store.n_docs, store.n_batches
+(300, 3)
+>>> phi, history = streaming.fit_online(store, n_topics=10, passes=2, progress=False)
+>>> phi.shape
+(25, 10)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.core import em
+from topicjax.data.corpus import Corpus, CorpusError
+
+__all__ = [
+    "BatchStore",
+    "Batch",
+    "OnlineState",
+    "write_store",
+    "convert_uci",
+    "convert_vw",
+    "online_init",
+    "make_batch_step",
+    "fit_online",
+    "infer_theta",
+]
+
+FORMAT = "topicjax-batches/1"
+
+
+# =============================================================================== the store
+class Batch(NamedTuple):
+    """One batch read from a store: documents ``first .. first + n_docs - 1`` in CSR form."""
+
+    first: int
+    offsets: np.ndarray  # (n_docs + 1,), starting at 0
+    words: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return self.offsets.size - 1
+
+
+class BatchStore:
+    """An on-disk corpus written by :func:`write_store`, :func:`convert_uci` or :func:`convert_vw`.
+
+    ``store.batch(i)`` reads batch ``i`` through a memory map of just its byte range;
+    iterating yields the batches in order.  ``store.corpus()`` loads everything as a
+    :class:`~topicjax.data.corpus.Corpus` (only for corpora that fit in memory, e.g. in tests).
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        meta_path = self.folder / "meta.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{self.folder} is not a batch store (no meta.json)")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != FORMAT:
+            raise CorpusError(f"{meta_path}: unknown format {meta.get('format')!r} (expected {FORMAT!r})")
+        self.meta = meta
+        self.n_docs = int(meta["n_docs"])
+        self.n_words = int(meta["n_words"])
+        self.nnz = int(meta["nnz"])
+        self.n_tokens = int(meta["n_tokens"])
+        self.batch_size = int(meta["batch_size"])
+        for name, size in (("offsets.bin", 8 * (self.n_docs + 1)), ("words.bin", 4 * self.nnz),
+                           ("counts.bin", 4 * self.nnz)):
+            actual = (self.folder / name).stat().st_size if (self.folder / name).exists() else -1
+            if actual != size:
+                raise CorpusError(f"{self.folder / name}: {actual} bytes, expected {size} (truncated or missing)")
+
+    @property
+    def n_batches(self) -> int:
+        return -(-self.n_docs // self.batch_size)
+
+    def vocab(self) -> list[str]:
+        return (self.folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+
+    def _read(self, name: str, dtype, start: int, stop: int) -> np.ndarray:
+        """Entries [start, stop) of a flat binary array, through a map of that range only."""
+        if stop <= start:
+            return np.zeros(0, dtype)
+        item = np.dtype(dtype).itemsize
+        mm = np.memmap(self.folder / name, dtype=dtype, mode="r", offset=start * item, shape=(stop - start,))
+        out = np.array(mm)  # a private copy; dropping the map releases its pages
+        del mm
+        return out
+
+    def batch(self, i: int) -> Batch:
+        if not 0 <= i < self.n_batches:
+            raise IndexError(f"batch {i} is outside 0..{self.n_batches - 1}")
+        first = i * self.batch_size
+        last = min(self.n_docs, first + self.batch_size)
+        off = self._read("offsets.bin", np.int64, first, last + 1)
+        words = self._read("words.bin", np.int32, int(off[0]), int(off[-1]))
+        counts = self._read("counts.bin", np.int32, int(off[0]), int(off[-1]))
+        return Batch(first, off - off[0], words, counts)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for i in range(self.n_batches):
+            yield self.batch(i)
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def max_pieces(self, width: int = em.PIECE) -> int:
+        """The largest number of document pieces of ``width`` slots in one batch (streamed)."""
+        best = 0
+        for i in range(self.n_batches):
+            first = i * self.batch_size
+            off = self._read("offsets.bin", np.int64, first, min(self.n_docs, first + self.batch_size) + 1)
+            best = max(best, int((-(-np.diff(off) // width)).sum()))
+        return best
+
+    def corpus(self, empty_docs: str = "error") -> Corpus:
+        """The whole store as a Corpus (loads everything: for small stores).  ``empty_docs`` as in
+        :meth:`Corpus.from_entries` (``"drop"`` renumbers the remaining documents)."""
+        off = self._read("offsets.bin", np.int64, 0, self.n_docs + 1)
+        words = self._read("words.bin", np.int32, 0, self.nnz)
+        counts = self._read("counts.bin", np.int32, 0, self.nnz)
+        docs = np.repeat(np.arange(self.n_docs), np.diff(off))
+        return Corpus.from_entries(docs, words, counts, vocab=self.vocab(), n_docs=self.n_docs, empty_docs=empty_docs)
+
+
+class _Writer:
+    """Appends documents (CSR pieces) to the flat files of a store."""
+
+    def __init__(self, folder, batch_size: int, source: str):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be a positive number of documents, got {batch_size}")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "meta.json").unlink(missing_ok=True)  # a half-written store is not a store
+        self.batch_size, self.source = int(batch_size), source
+        self.fh = {n: open(self.folder / n, "wb") for n in ("offsets.bin", "words.bin", "counts.bin")}
+        self.fh["offsets.bin"].write(np.zeros(1, np.int64).tobytes())
+        self.n_docs = self.nnz = self.n_tokens = 0
+
+    def append(self, lengths: np.ndarray, words: np.ndarray, counts: np.ndarray) -> None:
+        lengths = np.asarray(lengths, np.int64)
+        if lengths.size == 0:
+            return
+        ends = self.nnz + np.cumsum(lengths)
+        self.fh["offsets.bin"].write(ends.astype(np.int64).tobytes())
+        self.fh["words.bin"].write(np.asarray(words, np.int32).tobytes())
+        self.fh["counts.bin"].write(np.asarray(counts, np.int32).tobytes())
+        self.n_docs += int(lengths.size)
+        self.nnz = int(ends[-1])
+        self.n_tokens += int(np.asarray(counts, np.int64).sum())
+
+    def close(self, vocab: list[str], extra: dict | None = None) -> "BatchStore":
+        for f in self.fh.values():
+            f.close()
+        if self.n_docs == 0:
+            raise CorpusError(f"{self.source}: no documents to store")
+        for i, w in enumerate(vocab):
+            if not w or "\n" in w or w != w.strip():
+                raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be stored one word per line")
+        (self.folder / "vocab.txt").write_text("".join(f"{w}\n" for w in vocab), encoding="utf-8")
+        meta = dict(format=FORMAT, n_docs=self.n_docs, n_words=len(vocab), nnz=self.nnz, n_tokens=self.n_tokens,
+                    batch_size=self.batch_size, source=self.source, **(extra or {}))
+        (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
+        return BatchStore(self.folder)
+
+
+def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> BatchStore:
+    """Write corpora one after another into a store (all with the first part's vocabulary).
+
+    Only one part is in memory at a time when ``parts`` is a generator, so a corpus can be
+    converted piece by piece.
+    """
+    writer = None
+    vocab = None
+    for i, part in enumerate(parts):
+        if vocab is None:
+            vocab = list(part.vocab)
+            writer = _Writer(folder, batch_size, "corpus parts")
+        elif tuple(part.vocab) != tuple(vocab):
+            raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
+        writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    if writer is None:
+        raise CorpusError("no corpus parts to store")
+    return writer.close(vocab)
+
+
+def _text_lines(path, encoding: str):
+    """Decoded lines of a text file, gunzipped on the fly when it starts with the gzip magic."""
+    import gzip
+    import io
+
+    with open(path, "rb") as probe:
+        gz = probe.read(2) == b"\x1f\x8b"
+    raw = gzip.open(path, "rb") if gz else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding=encoding)
+
+
+def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch_size: int = 1000,
+                block_lines: int = 200_000, encoding: str = "utf-8") -> BatchStore:
+    """Stream a UCI bag-of-words corpus (``docword.NAME.txt[.gz]`` + ``vocab.NAME.txt``) into a store.
+
+    The docword file is read ``block_lines`` lines at a time, so memory is one block whatever the
+    corpus size; its entries must be grouped by document in increasing order (as UCI files are).
+    Documents of the header's D without entries are kept as empty documents.  Errors name the
+    file and line.
+    """
+    from topicjax.data import formats
+
+    docword, vocab_src = formats._find_uci(Path(path), vocab_path, name)
+    vocab = formats.read_vocab(vocab_src, encoding=encoding) if isinstance(vocab_src, (str, os.PathLike)) \
+        else [str(v) for v in vocab_src]
+    writer = _Writer(folder, batch_size, str(docword))
+    empty = np.zeros(0, np.int64)
+    pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
+    current = 0  # 0-based id of the first document not yet written
+    last = 0  # 1-based id of the last document seen (ids must not decrease)
+    seen = 0
+    with _text_lines(docword, encoding) as fh:
+        header = [fh.readline() for _ in range(3)]
+        D, W, nnz = formats._parse_header(header, docword)
+        if W != len(vocab):
+            raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
+        line_no = 3
+        while True:
+            lines = [ln for ln in (fh.readline() for _ in range(block_lines)) if ln.strip()]
+            if not lines:
+                break
+            first_line = line_no + 1
+            line_no += len(lines)
+            rows = [ln.split() for ln in lines]
+            for j, r in enumerate(rows):
+                if len(r) != 3 or not all(x.isdigit() for x in r):
+                    raise CorpusError(f"{docword}, line {first_line + j}: expected 'docID wordID count' "
+                                      f"(non-negative integers), got {lines[j].strip()[:60]!r}")
+            arr = np.array(rows, np.int64)
+            d, w, c = arr[:, 0], arr[:, 1], arr[:, 2]
+            bad = np.flatnonzero((d < 1) | (d > D) | (w < 1) | (w > W) | (c > np.iinfo(np.int32).max))
+            if bad.size:
+                j = int(bad[0])
+                raise CorpusError(f"{docword}, line {first_line + j}: entry '{d[j]} {w[j]} {c[j]}' is outside "
+                                  f"documents 1..{D}, words 1..{W} or its count does not fit in int32")
+            prev = np.concatenate([[last], d[:-1]])
+            down = np.flatnonzero(d < prev)
+            if down.size:
+                j = int(down[0])
+                raise CorpusError(f"{docword}, line {first_line + j}: document {d[j]} comes after document "
+                                  f"{prev[j]}; entries must be grouped by document in increasing order")
+            seen += d.size
+            last = int(d[-1])
+            keep = c > 0
+            d = np.concatenate([pend_d, d[keep] - 1])
+            w = np.concatenate([pend_w, w[keep] - 1])
+            c = np.concatenate([pend_c, c[keep]])
+            # Every document before the block's last one is complete: write them.
+            open_doc = last - 1
+            done = d < open_doc
+            lengths = np.bincount(d[done] - current, minlength=open_doc - current)
+            writer.append(lengths, w[done], c[done])
+            current = open_doc
+            pend_d, pend_w, pend_c = d[~done], w[~done], c[~done]
+    if seen != nnz:
+        raise CorpusError(f"{docword}: the header says NNZ={nnz} but the file has {seen} entries (truncated?)")
+    writer.append(np.bincount(pend_d - current, minlength=D - current), pend_w, pend_c)
+    return writer.close(vocab)
+
+
+def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8", **read_kwargs) -> BatchStore:
+    """Stream a Vowpal Wabbit text file (BigARTM's format) into a store, ``batch_size`` lines at a
+    time, each group parsed by :func:`topicjax.data.formats.read_vw` (same tokens, namespaces and
+    vocabulary keys).  The vocabulary is numbered in order of first appearance; documents without
+    tokens are dropped (as ``empty_docs="drop"``) and counted in ``meta.json``.
+    """
+    import tempfile
+
+    from topicjax.data import formats
+
+    writer = _Writer(folder, batch_size, str(path))
+    keys: dict[str, int] = {}
+    dropped = 0
+    with _text_lines(path, encoding) as fh, tempfile.TemporaryDirectory() as tmp:
+        group_file = Path(tmp) / "group.vw"
+        first_line = 1
+        while True:
+            lines = [ln for ln in (fh.readline() for _ in range(batch_size)) if ln]
+            if not lines:
+                break
+            group_file.write_text("".join(lines), encoding="utf-8")
+            try:
+                part = formats.read_vw(group_file, empty_docs="drop", **read_kwargs)
+            except CorpusError as e:  # name the line in the whole file, not in the group
+                msg = str(e).replace(str(group_file), str(path))
+                msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", msg, count=1)
+                raise CorpusError(msg) from None
+            first_line += len(lines)
+            dropped += int(part.dropped_docs.size)
+            mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
+            writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
+    return writer.close(list(keys), {"dropped_docs": dropped})
+
+
+# =============================================================================== online EM
+class OnlineState(NamedTuple):
+    """Φ (W, T), the running counts n_wt (W, T), the pending batch counts, and the update count."""
+
+    phi: jax.Array
+    n_wt: jax.Array
+    pending: jax.Array
+    updates: jax.Array
+
+
+def online_init(key, n_words: int, n_topics: int, *, dtype=jnp.float32) -> OnlineState:
+    """Φ as :func:`topicjax.core.em.init` draws it (the same Φ for the same key); zero counts."""
+    phi = em.init(key, n_words, 1, n_topics, dtype=dtype).phi
+    z = jnp.zeros_like(phi)
+    return OnlineState(phi, z, z, jnp.zeros((), jnp.int32))
+
+
+def _theta_pass(phi, theta, data, regularizer, coefs):
+    """One iteration of eq. 16 for the batch's Θ with Φ fixed (regularized when R is given)."""
+    return em.normalize_columns(em.theta_counts(phi, theta, data, regularizer, coefs))
+
+
+@functools.lru_cache(maxsize=32)
+def make_batch_step(regularizer: Callable | None = None, *, doc_passes: int = 10, tau0: float = 1024.0,
+                    kappa: float = 0.7):
+    """``step(state, data, n_docs_batch, apply_update, coefs) -> (state, loglik)`` for one batch.
+
+    ``data`` is the batch in the sliced layout (padded to a fixed shape), ``n_docs_batch`` the
+    (static) number of Θ columns.  Θ of the batch is inferred in ``doc_passes`` iterations from
+    uniform; its counts are added to ``pending``; when ``apply_update`` (traced bool) the online
+    update ``n_wt ← (1 - ρ) n_wt + ρ pending`` with ``ρ = (tau0 + t)^(-kappa)`` is applied and Φ
+    renormalised with the regularizer's Φ terms (eq. 15).  ``loglik`` is the batch's
+    log-likelihood under the Φ it was processed with and its final Θ.  Cached: fits with the same
+    settings reuse the compiled step.
+    """
+
+    def step(state: OnlineState, data: em.DocWordCounts, n_docs: int, apply_update, coefs: Any = None):
+        phi = state.phi
+        T = phi.shape[1]
+        theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
+        theta = jax.lax.fori_loop(0, doc_passes, lambda i, th: _theta_pass(phi, th, data, regularizer, coefs), theta)
+        ll, g_phi, _ = em.expected_counts(phi, theta, data, need_theta=False)
+        pending = state.pending + phi * g_phi
+
+        def update(_):
+            rho = jnp.power(tau0 + state.updates.astype(phi.dtype), -kappa)
+            n_wt = (1 - rho) * state.n_wt + rho * pending
+            a = n_wt
+            if regularizer is not None:
+                phi_c = jnp.maximum(phi, em.EPS)
+                r_phi = jax.grad(lambda p: jnp.asarray(regularizer(p, jnp.maximum(theta, em.EPS), coefs), phi.dtype))(phi_c)
+                a = a + phi_c * r_phi
+            new_phi = em.normalize_columns(a)
+            return OnlineState(new_phi, n_wt, jnp.zeros_like(pending), state.updates + 1)
+
+        state = jax.lax.cond(apply_update, update, lambda _: state._replace(pending=pending), None)
+        return state, ll
+
+    return jax.jit(step, static_argnums=(2,))
+
+
+def _batch_data(batch: Batch, n_docs: int, n_chunks: int, k: int, dtype) -> em.DocWordCounts:
+    """A batch in the sliced layout with ``n_docs`` Θ columns and exactly ``n_chunks`` chunks."""
+    off = batch.offsets
+    if batch.n_docs < n_docs:  # the last batch: empty documents fill the fixed Θ shape
+        off = np.concatenate([off, np.full(n_docs - batch.n_docs, off[-1])])
+    arrays = em._sliced_layout(off, batch.words, batch.counts, em.PIECE, k, n_chunks, dtype=dtype)
+    return em.DocWordCounts(*(jnp.asarray(a) for a in arrays))
+
+
+def fit_online(store: BatchStore | str | os.PathLike, n_topics: int, *, passes: int = 1, update_every: int = 1,
+               tau0: float = 1024.0, kappa: float = 0.7, doc_passes: int = 10, regularizer: Callable | None = None,
+               coefs: Any = None, seed: int = 0, state: OnlineState | None = None, progress: bool = True,
+               callback: Callable | None = None):
+    """Online PLSA/ARTM over a batch store (BigARTM's ``fit_online``; see the module docstring).
+
+    ``passes`` sweeps over the store, batches in order; the step size counter continues across
+    passes.  ``state`` resumes a previous fit.  ``callback(batch_index, state)`` may return a dict
+    recorded in the history.  Returns ``(phi (W, T) numpy, history)`` where history has one
+    record per batch: pass, batch, log-likelihood and perplexity of the batch under the Φ
+    *before* the batch's update (with the batch's own Θ), and ρ of the update when one was
+    applied.  In the first pass that is a progressive-validation score: words that no earlier
+    batch contained have φ = 0 there, which makes it large (Φ is plain PLSA unless a smoothing
+    regularizer is given).
+    """
+    from tqdm.auto import tqdm
+
+    store = store if isinstance(store, BatchStore) else BatchStore(store)
+    if n_topics < 1:
+        raise ValueError(f"n_topics must be positive, got {n_topics}")
+    if update_every < 1 or passes < 0 or doc_passes < 1:
+        raise ValueError("update_every and doc_passes must be >= 1 and passes >= 0")
+    k = em.DEFAULT_CHUNK // em.PIECE
+    n_chunks = max(1, -(-store.max_pieces() // k))
+    n_docs = min(store.batch_size, store.n_docs)
+    state = state if state is not None else online_init(jax.random.key(seed), store.n_words, n_topics)
+    if state.phi.shape != (store.n_words, n_topics):
+        raise ValueError(f"the state's Φ is {state.phi.shape}, the store needs ({store.n_words}, {n_topics})")
+    step = make_batch_step(regularizer, doc_passes=doc_passes, tau0=tau0, kappa=kappa)
+    history = []
+    total = passes * store.n_batches
+    bar = tqdm(total=total, desc="online EM", disable=not progress, leave=False)
+    seen = 0
+    try:
+        for p in range(passes):
+            nxt = store.batch(0)
+            for i in range(store.n_batches):
+                batch = nxt
+                data = _batch_data(batch, n_docs, n_chunks, k, np.float32)
+                seen += 1
+                apply = (seen % update_every == 0) or (seen == total)
+                rho = float(np.power(tau0 + float(state.updates), -kappa)) if apply else None
+                state, ll = step(state, data, n_docs, jnp.asarray(apply), coefs)
+                # The device works asynchronously: read the next batch while it computes.
+                if i + 1 < store.n_batches:
+                    nxt = store.batch(i + 1)
+                ll = float(ll)
+                if not np.isfinite(ll):
+                    raise em.NumericalError(f"online EM: log-likelihood is {ll} at pass {p + 1}, batch {i}")
+                n_tok = int(batch.counts.sum())
+                rec = {"pass": p + 1, "batch": i, "loglik": ll,
+                       "perplexity": float(np.exp(-ll / n_tok)) if n_tok else float("nan")}
+                if rho is not None:
+                    rec["rho"] = rho
+                if callback is not None:
+                    rec.update(callback(i, state) or {})
+                history.append(rec)
+                bar.update(1)
+    finally:
+        bar.close()
+    return np.asarray(state.phi), history
+
+
+def infer_theta(store: BatchStore | str | os.PathLike, phi, *, n_iter: int = 30) -> Iterator[tuple[int, np.ndarray]]:
+    """Θ of the store's documents with Φ fixed, batch by batch: yields ``(first_doc, theta (T, n))``."""
+    store = store if isinstance(store, BatchStore) else BatchStore(store)
+    phi = jnp.asarray(phi, jnp.float32)
+    for batch in store:
+        data = em.DocWordCounts(*(jnp.asarray(a) for a in em._sliced_layout(
+            batch.offsets, batch.words, batch.counts, em.PIECE, em.DEFAULT_CHUNK // em.PIECE)))
+        theta = em.infer_theta(phi, data, batch.n_docs, n_iter=n_iter)
+        yield batch.first, np.asarray(theta)
