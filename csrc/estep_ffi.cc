@@ -4,8 +4,8 @@
 // Two handlers:
 //   topicjax_estep         φ (W, T), θ (T, D), word (C, B) int32, count (C, B), piece_doc (C, K)
 //                          -> ll (), [g_φ (W, T)], [g_θ (T, D)]
-//   topicjax_estep_models  φ (W, G, T), θ rows (D, G, T), word (C, B), count (C, B, Gc), piece_doc (C, K)
-//                          -> ll (G,), [g_φ (W, G, T)], [g_θ (D, G, T)]
+//   topicjax_estep_models  φ (G, W, T), θ (G, T, D), word (C, B), count (C, B, Gc), piece_doc (C, K)
+//                          -> ll (G,), [g_φ (G, W, T)], [g_θ (G, T, D)]   (Gc = 1: counts shared)
 // with integer attributes need_phi and need_theta saying which gradients are returned, float32
 // or float64 throughout (count has the dtype of φ).
 //
@@ -47,16 +47,15 @@ std::string Shape(const ffi::AnyBuffer& b) {
 ffi::Error Invalid(const std::string& msg) { return ffi::Error::InvalidArgument("topicjax E-step kernel: " + msg); }
 
 template <typename F>
-ffi::Error Run(topicjax::EStepProblem<F>& pb, const ffi::AnyBuffer& ll_buf) {
-  std::vector<double> ll(pb.G);
-  pb.ll = ll.data();
+ffi::Error Run(std::vector<topicjax::EStepProblem<F>>& models, const ffi::AnyBuffer& ll_buf) {
   topicjax::BadInput bad;
   {
     Engine& e = engine();
     std::lock_guard<std::mutex> lock(e.mu);
     if (!e.pool) e.pool = std::make_unique<topicjax::ThreadPool>(e.threads);
-    bad = topicjax::RunEStep(pb, *e.pool, e.ws);
+    bad = topicjax::RunEStep(models, *e.pool, e.ws);
   }
+  const auto& pb = models[0];
   if (bad.kind == 1)
     return Invalid("word id " + std::to_string(bad.value) + " at slot " + std::to_string(bad.index) +
                    " is outside [0, " + std::to_string(pb.W) + ")");
@@ -65,11 +64,11 @@ ffi::Error Run(topicjax::EStepProblem<F>& pb, const ffi::AnyBuffer& ll_buf) {
                    " is outside [0, " + std::to_string(pb.D) + ")");
   if (bad.kind == 3) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax E-step kernel: out of memory");
   F* out = static_cast<F*>(ll_buf.untyped_data());
-  for (int64_t g = 0; g < pb.G; ++g) out[g] = F(ll[g]);
+  for (size_t g = 0; g < models.size(); ++g) out[g] = F(models[g].ll);
   return ffi::Error::Success();
 }
 
-// Shared checks and dispatch: `models` selects the batched layout.
+// Shared checks and dispatch: `models` selects the batched layout (a leading axis of G models).
 ffi::Error EStep(bool models, ffi::AnyBuffer phi, ffi::AnyBuffer theta, ffi::Buffer<ffi::S32> word,
                  ffi::AnyBuffer count, ffi::Buffer<ffi::S32> piece_doc, ffi::RemainingRets rets, int32_t need_phi,
                  int32_t need_theta) {
@@ -79,16 +78,14 @@ ffi::Error EStep(bool models, ffi::AnyBuffer phi, ffi::AnyBuffer theta, ffi::Buf
     return Invalid("phi, theta and count must have one dtype");
   auto pd = phi.dimensions(), td = theta.dimensions(), wd = word.dimensions(), cd = count.dimensions(),
        kd = piece_doc.dimensions();
-  const size_t rank = models ? 3 : 2;
+  const size_t rank = models ? 3 : 2, m = models ? 1 : 0;
   if (pd.size() != rank || td.size() != rank)
     return Invalid("phi " + Shape(phi) + " and theta " + Shape(theta) + " must have rank " + std::to_string(rank));
-  if (wd.size() != 2 || kd.size() != 2 || kd[0] != wd[0] || (kd[1] > 0 && wd[1] % kd[1] != 0))
+  if (wd.size() != 2 || kd.size() != 2 || kd[0] != wd[0] || kd[1] == 0 || wd[1] % kd[1] != 0)
     return Invalid("word (C, B) and piece_doc (C, K) must have B a multiple of K");
   if (cd.size() != rank || cd[0] != wd[0] || cd[1] != wd[1]) return Invalid("count must match word " + Shape(count));
-
-  const int64_t W = pd[0], T = pd[rank - 1], G = models ? pd[1] : 1;
-  const int64_t D = models ? td[0] : td[1];
-  if (models ? (td[1] != G || td[2] != T) : (td[0] != T))
+  const int64_t G = models ? pd[0] : 1, W = pd[m], T = pd[m + 1], D = td[m + 1];
+  if (td[m] != T || (models && td[0] != G))
     return Invalid("theta " + Shape(theta) + " does not match phi " + Shape(phi));
   const int64_t Gc = models ? cd[2] : 1;
   if (Gc != 1 && Gc != G) return Invalid("count must have 1 or G columns, got " + Shape(count));
@@ -98,48 +95,45 @@ ffi::Error EStep(bool models, ffi::AnyBuffer phi, ffi::AnyBuffer theta, ffi::Buf
   auto ll = rets.get<ffi::AnyBuffer>(0);
   if (ll.has_error()) return ll.error();
   ffi::Result<ffi::AnyBuffer> ll_buf = *ll;
-  void* g_phi = nullptr;
-  void* g_theta = nullptr;
+  if (ll_buf->element_count() != size_t(G)) return Invalid("ll has the wrong size");
+  char* g_phi = nullptr;
+  char* g_theta = nullptr;
   size_t next = 1;
   if (need_phi) {
     auto r = rets.get<ffi::AnyBuffer>(next++);
     if (r.has_error()) return r.error();
-    if ((*r)->element_count() != size_t(W * G * T)) return Invalid("g_phi has the wrong size");
-    g_phi = (*r)->untyped_data();
+    if ((*r)->element_count() != size_t(G * W * T)) return Invalid("g_phi has the wrong size");
+    g_phi = static_cast<char*>((*r)->untyped_data());
   }
   if (need_theta) {
     auto r = rets.get<ffi::AnyBuffer>(next++);
     if (r.has_error()) return r.error();
-    if ((*r)->element_count() != size_t(D * G * T)) return Invalid("g_theta has the wrong size");
-    g_theta = (*r)->untyped_data();
+    if ((*r)->element_count() != size_t(G * T * D)) return Invalid("g_theta has the wrong size");
+    g_theta = static_cast<char*>((*r)->untyped_data());
   }
-  if (ll_buf->element_count() != size_t(G)) return Invalid("ll has the wrong size");
 
-  auto fill = [&](auto& pb) {
-    using F = std::remove_pointer_t<std::remove_const_t<std::remove_pointer_t<decltype(pb.phi)>>>;
-    pb.W = W;
-    pb.D = D;
-    pb.G = G;
-    pb.T = T;
-    pb.P = kd[0] * kd[1];
-    pb.L = kd[1] > 0 ? wd[1] / kd[1] : 0;
-    pb.Gc = Gc;
-    pb.theta_by_topic = !models;
-    pb.phi = static_cast<const F*>(phi.untyped_data());
-    pb.theta = static_cast<const F*>(theta.untyped_data());
-    pb.word = word.typed_data();
-    pb.count = static_cast<const F*>(count.untyped_data());
-    pb.piece_doc = piece_doc.typed_data();
-    pb.g_phi = static_cast<F*>(g_phi);
-    pb.g_theta = static_cast<F*>(g_theta);
-    return Run(pb, *ll_buf);
+  auto run = [&](auto zero) {
+    using F = decltype(zero);
+    std::vector<topicjax::EStepProblem<F>> problems(G);
+    for (int64_t g = 0; g < G; ++g) {
+      auto& pb = problems[g];
+      pb.W = W;
+      pb.D = D;
+      pb.T = T;
+      pb.P = kd[0] * kd[1];
+      pb.L = wd[1] / kd[1];
+      pb.count_stride = Gc;
+      pb.phi = static_cast<const F*>(phi.untyped_data()) + g * W * T;
+      pb.theta = static_cast<const F*>(theta.untyped_data()) + g * T * D;
+      pb.word = word.typed_data();
+      pb.count = static_cast<const F*>(count.untyped_data()) + (Gc == 1 ? 0 : g);
+      pb.piece_doc = piece_doc.typed_data();
+      pb.g_phi = g_phi ? reinterpret_cast<F*>(g_phi) + g * W * T : nullptr;
+      pb.g_theta = g_theta ? reinterpret_cast<F*>(g_theta) + g * T * D : nullptr;
+    }
+    return Run(problems, *ll_buf);
   };
-  if (dt == ffi::DataType::F32) {
-    topicjax::EStepProblem<float> pb;
-    return fill(pb);
-  }
-  topicjax::EStepProblem<double> pb;
-  return fill(pb);
+  return dt == ffi::DataType::F32 ? run(float(0)) : run(double(0));
 }
 
 ffi::Error EStepOne(ffi::AnyBuffer phi, ffi::AnyBuffer theta, ffi::Buffer<ffi::S32> word, ffi::AnyBuffer count,

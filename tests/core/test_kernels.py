@@ -173,6 +173,23 @@ def test_unsorted_documents_and_clamp():
 
 
 @needs_kernel
+def test_repeated_words_in_a_document():
+    """Hand-built data may list a word twice in one document (the kernel updates four words at a
+    time and must not let two updates of one row of ∂L/∂Φ overlap): the terms simply add up."""
+    rng = np.random.default_rng(8)
+    W, D, T = 12, 4, 9
+    docs = [[(3, 1.0), (3, 2.0), (5, 1.0), (3, 1.0), (7, 3.0), (7, 1.0), (2, 1.0)], [(3, 1.0)] * 5,
+            [(1, 2.0), (4, 1.0), (1, 1.0), (4, 2.0), (6, 1.0)], [(0, 1.0), (0, 1.0)]]
+    data = layout(docs, width=4, k=2)
+    phi, theta = params(rng, W, D, T)
+    ll, g_phi, g_theta = counts_fn()(phi, theta, data)
+    want = reference(phi, theta, docs)
+    close(ll, want[0], 2e-6)
+    close(g_phi, want[1], 2e-6)
+    close(g_theta, want[2], 2e-6)
+
+
+@needs_kernel
 def test_bad_word_id_is_an_error():
     rng = np.random.default_rng(0)
     docs = random_docs(rng, 5, 10)
@@ -454,3 +471,17 @@ def test_corpus_layout_from_prepare_matches_loop():
     close(ll, want[0], 2e-5)
     close(g_phi, want[1], 2e-5)
     close(g_theta, want[2], 2e-5)
+
+
+@needs_kernel
+def test_thread_benchmark_quick_smoke_run(tmp_path, load_experiment):
+    """experiments/bench_threads.py --quick: our step at 1 and N threads and the XLA step on a
+    small synthetic corpus; tables and the target ratios written."""
+    bench = load_experiment("bench_threads")
+    out = tmp_path / "threads.md"
+    targets = bench.main(["--quick", "--threads", "2", "--systems", "ours-ffi", "ours-xla", "--out", str(out)])
+    text = out.read_text()
+    assert "Load average at start" in text and "| ours-ffi-1 | 1 |" in text and "| ours-ffi-2 | 2 |" in text
+    assert "| ours-xla |" in text and "Thread scaling" in text and "E-step alone" in text
+    (t,) = targets
+    assert t["corpus"] == "bars" and t["T"] == 10 and t["scaling"] > 0

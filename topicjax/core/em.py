@@ -242,6 +242,11 @@ def expected_counts(
     gather/scatter kernel.  Results agree to float round-off; bits may differ between kernels,
     block sizes and backends.
 
+    On CPU the sliced E-step runs the fused, multi-threaded C++ kernel of
+    :mod:`topicjax.core.kernels` (one pass over each document's non-zeros; ``TOPICJAX_ESTEP``
+    selects it or this module's pure-JAX kernels, which accelerators always use); derivatives of
+    the counts themselves (second order) take their tangents from the pure-JAX kernel.
+
     Under ``jax.vmap`` over Φ and/or Θ (a batch of models on one corpus, e.g.
     ``ARTM.fit_grid``) the sliced kernel is not vmapped element by element: a batching rule
     (:func:`jax.custom_batching.custom_vmap`) lays the models side by side, Φ as (W, G, T) and Θ

@@ -280,14 +280,16 @@ def _ffi_one(phi, theta, data, need_phi, need_theta):
 
 
 def _ffi_models(phi, theta, count, data, need_phi, need_theta):
-    W, G, T = phi.shape
-    D = theta.shape[0]
+    """The batched call on the models' own layouts: Φ (G, W, T), Θ (G, T, D) (what ``jax.vmap``
+    of the single-model E-step holds), counts (C, B, 1 or G)."""
+    G, W, T = phi.shape
+    D = theta.shape[2]
     dt = phi.dtype
     shapes = [jax.ShapeDtypeStruct((G,), dt)]
     if need_phi:
-        shapes.append(jax.ShapeDtypeStruct((W, G, T), dt))
+        shapes.append(jax.ShapeDtypeStruct((G, W, T), dt))
     if need_theta:
-        shapes.append(jax.ShapeDtypeStruct((D, G, T), dt))
+        shapes.append(jax.ShapeDtypeStruct((G, T, D), dt))
     call = jax.ffi.ffi_call("topicjax_estep_models", shapes, vmap_method="sequential")
     return tuple(call(phi, theta, data.word.astype(jnp.int32), count.astype(dt), data.piece_doc.astype(jnp.int32),
                       **_attrs(need_phi, need_theta)))
@@ -318,4 +320,10 @@ def sliced_counts_models(phi, theta, count, data, need_phi: bool, need_theta: bo
     (D, G, T) or None)``; ``xla`` is the pure-JAX kernel with the same contract."""
     if not use_ffi(phi.dtype, theta.dtype):
         return xla(phi, theta, count, data, need_phi, need_theta)
-    return _unpacked(_ffi_models(phi, theta, count, data, need_phi, need_theta), need_phi, need_theta)
+    # The kernel works on each model's own (W, T) and (T, D) arrays: the transposes here undo
+    # those the caller made for the XLA kernel, and XLA cancels each pair (no copies).
+    ll, g_phi, g_theta = _unpacked(
+        _ffi_models(jnp.moveaxis(phi, 1, 0), jnp.transpose(theta, (1, 2, 0)), count, data, need_phi, need_theta),
+        need_phi, need_theta)
+    return (ll, None if g_phi is None else jnp.moveaxis(g_phi, 0, 1),
+            None if g_theta is None else jnp.transpose(g_theta, (2, 0, 1)))
