@@ -14,8 +14,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
+
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "estep_kernel.h"
@@ -32,9 +35,22 @@ struct Engine {
   int threads = 1;
 };
 
+// A child process made by fork() has none of the parent's pool threads (and the mutex may have
+// been held by one of them): it forgets the parent's pool, leaking it, and starts its own.
+void AfterForkInChild();
+
 Engine& engine() {
-  static Engine* e = new Engine();  // never destroyed: XLA may call during interpreter exit
+  static Engine* e = [] {
+    pthread_atfork(nullptr, nullptr, AfterForkInChild);
+    return new Engine();  // never destroyed: XLA may call during interpreter exit
+  }();
   return *e;
+}
+
+void AfterForkInChild() {
+  Engine& e = engine();
+  new (&e.mu) std::mutex();
+  (void)e.pool.release();
 }
 
 std::string Shape(const ffi::AnyBuffer& b) {

@@ -282,6 +282,7 @@ def test_missing_kernel_falls_back_with_one_warning():
         from topicjax.core import em
         from topicjax.core import kernels
         assert not kernels.available() and kernels.get_threads() == 1
+        assert "simulated" in str(kernels.load_error())
         corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
         data = em.prepare(corpus)
         state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 4)
@@ -407,18 +408,21 @@ def test_vmap_over_layouts_and_threads_of_batched_kernel():
 
 @needs_kernel
 def test_batched_kernel_threads(kos_like):
+    """4 models at 1 thread, 2 threads (two whole models per thread), 3 threads (three models
+    side by side, then the fourth split over the threads) and 5 (every model split) agree with
+    each other and with the XLA kernel."""
     data, phi, theta = kos_like
-    G = 3
+    G = 4
     phis = jnp.stack([jnp.asarray(phi) ** (1 + 0.1 * g) for g in range(G)])
     thetas = jnp.stack([jnp.asarray(theta)] * G)
     f = jax.jit(jax.vmap(lambda p, t: em.expected_counts(p, t, data)))
     outs = {}
-    for n in (1, 2, 4):
+    for n in (1, 2, 3, 5):
         kernels.set_threads(n)
         outs[n] = f(phis, thetas)
     with kernels.backend("xla"):
         xla = jax.jit(jax.vmap(lambda p, t: em.expected_counts(p, t, data)))(phis, thetas)
-    for n in (2, 4):
+    for n in (2, 3, 5):
         for a, b in zip(outs[n], outs[1]):
             close(a, b, 1e-5)
     for a, b in zip(outs[1], xla):
@@ -485,3 +489,30 @@ def test_thread_benchmark_quick_smoke_run(tmp_path, load_experiment):
     assert "| ours-xla |" in text and "Thread scaling" in text and "E-step alone" in text
     (t,) = targets
     assert t["corpus"] == "bars" and t["T"] == 10 and t["scaling"] > 0
+
+
+@needs_kernel
+def test_forked_child_gets_its_own_threads():
+    """A process forked after the pool started (multiprocessing's default on Linux) has none of
+    its threads: the kernel starts a new pool there instead of waiting for them forever."""
+    code = """
+        import os, warnings
+        warnings.simplefilter("ignore")
+        import jax
+        from topicjax import datasets
+        from topicjax.core import em, kernels
+        corpus, _ = datasets.make_bars(n_docs=2000, seed=0)
+        data = em.prepare(corpus, chunk=1024)
+        kernels.set_threads(2)
+        state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 5)
+        f = jax.jit(lambda p, t: em.expected_counts(p, t, data)[0])
+        before = float(f(state.phi, state.theta))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if float(f(state.phi, state.theta)) == before else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr

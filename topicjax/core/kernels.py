@@ -90,7 +90,9 @@ try:
     _LOAD_ERROR: Exception | None = None
 except ImportError as e:  # not built (no compiler at install time) or built for another Python
     _lib = None
-    _LOAD_ERROR = e
+    _built = sorted(p.name for p in Path(__file__).parent.glob("_estep_ffi*"))
+    _LOAD_ERROR = ImportError(f"the kernel was not built ({e}); was there a C++17 compiler at install time?") if not _built \
+        else ImportError(f"{', '.join(_built)} did not load: {e}")
 
 _REGISTERED = False
 _WARNED: set = set()
