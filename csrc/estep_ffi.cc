@@ -71,6 +71,11 @@ ffi::Error Run(std::vector<topicjax::EStepProblem<F>>& models, const ffi::AnyBuf
     if (!e.pool) e.pool = std::make_unique<topicjax::ThreadPool>(e.threads);
     bad = topicjax::RunEStep(models, *e.pool, e.ws);
   }
+  if (bad.kind == 0) {
+    F* out = static_cast<F*>(ll_buf.untyped_data());
+    for (size_t g = 0; g < models.size(); ++g) out[g] = F(models[g].ll);
+    return ffi::Error::Success();
+  }
   const auto& pb = models[0];
   if (bad.kind == 1)
     return Invalid("word id " + std::to_string(bad.value) + " at slot " + std::to_string(bad.index) +
@@ -78,10 +83,7 @@ ffi::Error Run(std::vector<topicjax::EStepProblem<F>>& models, const ffi::AnyBuf
   if (bad.kind == 2)
     return Invalid("document id " + std::to_string(bad.value) + " of piece " + std::to_string(bad.index) +
                    " is outside [0, " + std::to_string(pb.D) + ")");
-  if (bad.kind == 3) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax E-step kernel: out of memory");
-  F* out = static_cast<F*>(ll_buf.untyped_data());
-  for (size_t g = 0; g < models.size(); ++g) out[g] = F(models[g].ll);
-  return ffi::Error::Success();
+  return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax E-step kernel: out of memory");
 }
 
 // Shared checks and dispatch: `models` selects the batched layout (a leading axis of G models).

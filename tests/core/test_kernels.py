@@ -242,6 +242,15 @@ def test_xla_fallback_agrees(kos_like):
         close(a, b, 1e-5)
 
 
+@needs_kernel
+def test_stale_build_is_reported(monkeypatch):
+    """In a source checkout, a kernel built from other csrc/ sources than those present warns."""
+    monkeypatch.setattr(kernels, "_source_hash", lambda folder: "not-the-built-hash")
+    monkeypatch.setattr(kernels, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="older than csrc"):
+        kernels._check_stale()
+
+
 def test_settings_are_validated():
     with pytest.raises(ValueError, match="backend must be one of"):
         kernels.set_backend("gpu")
