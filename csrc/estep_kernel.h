@@ -194,7 +194,8 @@ inline bool Group(const EStepProblem<F>& pb, const int64_t* slots, int m, const 
   Dot4(rows[0], rows[1], rows[2], rows[3], th, T, p);
   for (int k = 0; k < 4; ++k) {
     const F q = p[k] < pb.eps ? pb.eps : p[k];  // max(p, eps) that keeps a NaN, as jnp.maximum
-    if (n[k] != F(0)) *ll += double(n[k]) * std::log(double(q));
+    // log in the working precision (as XLA's kernel; float's is the faster), summed in double
+    if (n[k] != F(0)) *ll += double(n[k]) * double(std::log(q));
     r[k] = n[k] / q;
   }
   // A word repeated within the group (hand-built data) would alias two g_φ rows in Update4.

@@ -9,7 +9,7 @@ and a scatter-add on one thread; the C++ kernel in ``csrc/`` does the same arith
 over each document's non-zeros (no nnz x T intermediates), on all cores: documents are split into
 one contiguous block per thread (a document is never split, so its θ gradient has one owner), each
 thread but the first accumulates ∂L/∂Φ in a private slab, and the slabs are summed at the end.  The
-log-likelihood is accumulated in float64.  It reads the sliced layout of
+log-likelihood terms are summed in float64 (each log in the working precision, as XLA's).  It reads the sliced layout of
 :class:`topicjax.core.em.DocWordCounts` directly, so every path that calls
 :func:`~topicjax.core.em.expected_counts` (fits, ``fit_many``/``fit_grid`` under ``jax.vmap``, the
 online and sharded fits) uses it unchanged.
