@@ -229,10 +229,9 @@ static PyObject* py_set_threads(PyObject*, PyObject* arg) {
   {
     Py_BEGIN_ALLOW_THREADS  // a running E-step holds the mutex until it finishes
     std::lock_guard<std::mutex> lock(e.mu);
-    if (e.threads != n || !e.pool) {
+    if (e.threads != n) {  // the next E-step starts a pool of the new size
       e.pool.reset();
       e.threads = (int)n;
-      e.pool = std::make_unique<topicjax::ThreadPool>(e.threads);
     }
     Py_END_ALLOW_THREADS
   }
