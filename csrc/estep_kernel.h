@@ -5,7 +5,7 @@
 //     p = max(Σ_t φ_wt θ_td, eps),   L += n log p,   g_θ[d] += (n/p) φ_w,   g_φ[w] += (n/p) θ_d
 //
 // which is L of ARTM eq. 4 and its gradients (the counts n_wt = φ_wt g_φ[w,t] and
-// n_td = θ_td g_θ[d,t] of eq. 7-8).  The data are the sliced layout of topicjax.core.em
+// n_td = θ_td g_θ[d,t] of eq. 7-8).  The data are the sliced layout of topicjax.core.layout
 // (DocWordCounts): P pieces of L slots, `piece_doc[i]` the document of piece i, padding slots
 // with count 0.  φ is (W, T) and θ (T, D), row-major, as XLA hands them over; G models on one
 // corpus are G such problems sharing the word ids (and the counts, or a column each).

@@ -69,12 +69,12 @@ class OursCompiled(bench_em.Ours):
     def __init__(self, train, T, threads, seed, backend="auto"):
         import jax
 
-        from topicjax.core import em, kernels
+        from topicjax.core import em, kernels, layout
 
         bench_em.System.__init__(self, train, T, threads, seed)
         self.jax, self.em, self.kernels = jax, em, kernels
         self.name = "ours-xla" if backend == "xla" else f"ours-ffi-{threads}"
-        self.data = em.prepare(train)
+        self.data = layout.prepare(train)
         t0 = time.perf_counter()
         self.reset()
         with kernels.backend(backend):
@@ -148,12 +148,12 @@ def estep_times(train, T, counts, rounds, with_numba):
     import jax
     import jax.numpy as jnp
 
-    from topicjax.core import em, kernels
+    from topicjax.core import em, estep, kernels, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
-    data = em.prepare(train)
-    f = jax.jit(lambda p, t, d: em.expected_counts(p, t, d)).lower(state.phi, theta, data).compile()
+    data = layout.prepare(train)
+    f = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)).lower(state.phi, theta, data).compile()
     runs = {}
     for n in counts:
         runs[f"ours-ffi-{n}"] = (lambda n=n: kernels.set_threads(n),

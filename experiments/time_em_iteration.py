@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 import topicjax as tj
-from topicjax.core import em
+from topicjax.core import em, layout
 
 
 def main(argv=None):
@@ -23,7 +23,7 @@ def main(argv=None):
     t = time.perf_counter()
     corpus = tj.data.formats.read_corpus(args.corpus)
     print(f"read {corpus!r} in {time.perf_counter() - t:.2f} s")
-    data = em.prepare(corpus)
+    data = layout.prepare(corpus)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, args.topics)
     step = em.make_step()
     state = step(state, data, None)  # compile

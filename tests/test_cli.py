@@ -29,6 +29,29 @@ def test_fit_bundled_then_topics_and_evaluate(tmp_path, capsys):
     assert "hold-out perplexity (document completion)" in text and "coherence npmi" in text
 
 
+def test_evaluate_reports_out_of_vocabulary_share(tmp_path, capsys):
+    import numpy as np
+
+    from topicjax import Corpus
+    from topicjax.data.formats import write_uci
+
+    out = tmp_path / "model"
+    assert cli.main(["fit", "--docs", "100", "--iterations", "5", "--quiet", "--out", str(out)]) == 0
+    corpus, _ = datasets.make_bars(n_docs=30, seed=4)
+    # two words the model never saw: 3 tokens in document 0, and document 1 made of 5 of them only
+    d = np.concatenate([corpus.doc_ids[corpus.doc_ids != 1], [0, 1]])
+    w = np.concatenate([corpus.word_ids[corpus.doc_ids != 1], [corpus.n_words, corpus.n_words + 1]])
+    c = np.concatenate([corpus.counts[corpus.doc_ids != 1], [3, 5]])
+    mixed = Corpus.from_entries(d, w, c, vocab=list(corpus.vocab) + ["new1", "new2"], n_docs=corpus.n_docs)
+    write_uci(mixed, tmp_path / "uci", "mixed")
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(out), str(tmp_path / "uci")]) == 0
+    text = capsys.readouterr().out
+    n = mixed.n_tokens
+    assert f"out-of-vocabulary tokens dropped: 8 of {n} ({100 * 8 / n:.2f}%)" in text
+    assert "documents left without a known word: 1" in text
+
+
 def test_fit_real_format_corpus_prints_top_words(tmp_path, capsys):
     corpus, _ = datasets.make_bars(n_docs=60, seed=2)
     from topicjax.data.formats import write_uci

@@ -171,6 +171,7 @@ def cmd_topics(args) -> int:
 def cmd_evaluate(args) -> int:
     model = _load_model(args.model_dir)
     corpus = _read_corpus(args.corpus, args.encoding)
+    n_tokens, n_docs = corpus.n_tokens, corpus.n_docs
     if corpus.vocab != tuple(model.vocab_):
         corpus = corpus.with_vocab(model.vocab_, empty_docs="drop")
         if corpus.n_docs == 0:
@@ -179,6 +180,9 @@ def cmd_evaluate(args) -> int:
     obs, held = usable.completion_split("tokens", seed=args.seed)
     phi = _phi(model)
     print(f"{type(model).__name__} from {args.model_dir} on {args.corpus} ({usable.n_docs} documents)")
+    oov = n_tokens - corpus.n_tokens  # tokens of words outside the model's vocabulary, dropped
+    print(f"out-of-vocabulary tokens dropped: {oov} of {n_tokens} ({100.0 * oov / n_tokens:.2f}%); "
+          f"documents left without a known word: {n_docs - corpus.n_docs}")
     print(f"hold-out perplexity (document completion): {metrics.heldout_perplexity(phi, obs, held):.3f}")
     for measure in ("pmi", "npmi", "umass"):
         print(f"coherence {measure} top-10 (mean over topics): {np.nanmean(metrics.coherence(phi, corpus, k=10, measure=measure)):.4f}")

@@ -79,7 +79,7 @@ def test_bad_input(bars, fitted):
     tiny = tj.Corpus.from_dense([[1, 1], [0, 1]])
     with pytest.raises(ValueError, match="more than the 3 tokens"):
         tj.PLSA(n_components=5, progress=False).fit(tiny)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="n_components must be an integer >= 1"):
         tj.PLSA(n_components=0, progress=False).fit(tiny)
     with pytest.raises(ValueError, match="not fitted"):
         tj.PLSA().transform(tiny)

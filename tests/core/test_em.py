@@ -1,4 +1,5 @@
-"""The EM driver: E-step counts against a numpy loop, monotone likelihood, distributions, seeds."""
+"""The EM family's step: E-step counts against a numpy loop, monotone likelihood, distributions,
+seeds, the clamp convention, inference with Φ fixed."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus, datasets
-from topicjax.core import em
+from topicjax.core import em, estep, layout, mstep
+from topicjax.evaluation import metrics
 
 T = 4
 
@@ -48,8 +50,8 @@ def _loop_counts(phi, theta, corpus):
 def test_expected_counts_match_loop(tiny, chunk):
     state = em.init(jax.random.key(1), tiny.n_words, tiny.n_docs, T)
     theta = jax.random.dirichlet(jax.random.key(2), jnp.ones(T), (tiny.n_docs,)).T
-    data = em.prepare(tiny, chunk=chunk)
-    ll, g_phi, g_theta = em.expected_counts(state.phi, theta, data)
+    data = layout.prepare(tiny, chunk=chunk)
+    ll, g_phi, g_theta = estep.expected_counts(state.phi, theta, data)
     ll_ref, n_wt, n_td = _loop_counts(np.asarray(state.phi, float), np.asarray(theta, float), tiny)
     np.testing.assert_allclose(np.asarray(state.phi * g_phi), n_wt, rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(theta * g_theta), n_td, rtol=2e-5, atol=1e-5)
@@ -63,21 +65,23 @@ def test_log_likelihood_gradient_is_autodiff_of_the_plain_formula(tiny):
     state = em.init(jax.random.key(4), tiny.n_words, tiny.n_docs, T)
     theta = jax.random.dirichlet(jax.random.key(5), jnp.ones(T), (tiny.n_docs,)).T
     dense = jnp.asarray(tiny.to_dense(), jnp.float32)
-    naive = lambda p, t: jnp.sum(dense.T * jnp.log(p @ t))
-    data = em.prepare(tiny, chunk=8)
-    g = jax.grad(em.log_likelihood, argnums=(0, 1))(state.phi, theta, data)
+    naive = lambda p, t: jnp.sum(dense.T * jnp.log(p @ t))  # noqa: E731
+    data = layout.prepare(tiny, chunk=8)
+    g = jax.grad(estep.log_likelihood, argnums=(0, 1))(state.phi, theta, data)
     g_ref = jax.grad(naive, argnums=(0, 1))(state.phi, theta)
     for a, b in zip(g, g_ref):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    g_t = jax.grad(estep.log_likelihood_theta, argnums=1)(state.phi, theta, data)
+    np.testing.assert_allclose(np.asarray(g_t), np.asarray(g_ref[1]), rtol=1e-4, atol=1e-5)
 
 
 def test_em_monotone_and_distributions(step):
     corpus, _ = datasets.make_bars(n_docs=150, seed=2)
-    data = em.prepare(corpus, chunk=1024)
+    data = layout.prepare(corpus, chunk=1024)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
     lls = []
     for _ in range(30):
-        state = step(state, data, None)
+        state = step(state, data)
         lls.append(float(state.loglik))
         np.testing.assert_allclose(np.asarray(state.phi.sum(0)), 1.0, atol=1e-5)
         np.testing.assert_allclose(np.asarray(state.theta.sum(0)), 1.0, atol=1e-5)
@@ -88,25 +92,23 @@ def test_em_monotone_and_distributions(step):
 
 
 def test_loglik_is_accurate_to_float64(step):
-    from topicjax.evaluation import metrics
-
     corpus, _ = datasets.make_bars(n_docs=400, seed=5)
-    data = em.prepare(corpus, chunk=256)
+    data = layout.prepare(corpus, chunk=256)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
-    state = step(state, data, None)
-    new = step(state, data, None)  # new.loglik is L at state's parameters
+    state = step(state, data)
+    new = step(state, data)  # new.loglik is L at state's parameters
     exact = metrics.log_likelihood(state.phi, state.theta, corpus)
     assert abs(float(new.loglik) - exact) < 1e-6 * abs(exact)
 
 
 def test_same_seed_same_result(step):
     corpus, _ = datasets.make_bars(n_docs=60, seed=1)
-    data = em.prepare(corpus)
+    data = layout.prepare(corpus)
 
     def fit(seed):
         s = em.init(jax.random.key(seed), corpus.n_words, corpus.n_docs, 10)
         for _ in range(5):
-            s = step(s, data, None)
+            s = step(s, data)
         return np.asarray(s.phi)
 
     if jax.default_backend() == "cpu":
@@ -118,64 +120,47 @@ def test_same_seed_same_result(step):
 
 def test_normalize_columns_zero_column_is_zero_not_nan():
     a = jnp.array([[1.0, -1.0, 0.0], [3.0, -2.0, 0.0]])
-    out = np.asarray(em.normalize_columns(a))
+    out = np.asarray(mstep.normalize_columns(a))
     np.testing.assert_allclose(out[:, 0], [0.25, 0.75])
     assert np.all(out[:, 1:] == 0) and np.all(np.isfinite(out))
+    # per block of rows (one distribution per modality)
+    b = np.asarray(mstep.normalize_columns(jnp.array([[1.0], [3.0], [2.0], [2.0]]), jnp.array([0, 0, 1, 1]), 2))
+    np.testing.assert_allclose(b[:, 0], [0.25, 0.75, 0.5, 0.5])
 
 
 def test_regularized_counts_smoothing_limit_at_zero():
-    """φ ∂R/∂φ for R = β Σ log φ is β even where φ = 0 (no 0·∞ = NaN)."""
+    """φ ∂R/∂φ for R = β Σ log φ is β even where φ = 0 (no 0·∞ = NaN): the one clamp convention."""
     corpus = Corpus.from_dense([[1, 2], [3, 0]])
-    data = em.prepare(corpus)
+    data = layout.prepare(corpus)
     phi = jnp.array([[1.0, 0.0], [0.0, 1.0]])
     theta = jnp.full((2, 2), 0.5)
-    R = lambda p, t, c: c * jnp.sum(jnp.log(p))
-    _, _, a_phi, _ = em.regularized_counts(phi, theta, data, R, 0.5)
-    ll, g, _ = em.expected_counts(phi, theta, data)
+    _, _, a_phi, _ = mstep.regularized_counts(lambda p, t: estep.log_likelihood(p, t, data), phi, theta,
+                                              lambda p, t: 0.5 * jnp.sum(jnp.log(p)))
+    _, g, _ = estep.expected_counts(phi, theta, data)
     np.testing.assert_allclose(np.asarray(a_phi), np.asarray(phi * g) + 0.5, rtol=1e-5, atol=1e-6)
 
 
+def test_counts_likelihood_gives_back_the_counts():
+    """The online algorithm's M-step: x ⊙ ∇L of the counts' likelihood is the counts, at φ = 0 too."""
+    n = jnp.array([[2.0, 0.0], [1.0, 3.0]])
+    phi = jnp.array([[0.0, 0.5], [1.0, 0.5]])
+    _, _, a_phi, _ = mstep.regularized_counts(mstep.counts_likelihood(n), phi, jnp.full((2, 3), 0.5))
+    np.testing.assert_allclose(np.asarray(a_phi), np.asarray(n), rtol=1e-6)
+
+
 def test_infer_theta_recovers_training_theta_with_fixed_phi(step):
+    from topicjax.regularizers import as_regularizer
+
     corpus, _ = datasets.make_bars(n_docs=80, seed=3)
-    data = em.prepare(corpus)
+    data = layout.prepare(corpus)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
     for _ in range(40):
-        state = step(state, data, None)
-    theta = em.infer_theta(state.phi, data, corpus.n_docs, n_iter=200)
-    from topicjax.evaluation import metrics
-
+        state = step(state, data)
+    theta = em.infer_theta(state.phi, data, corpus.n_docs, as_regularizer(None), n_iter=200)
     assert metrics.perplexity(state.phi, theta, corpus) <= metrics.perplexity(state.phi, state.theta, corpus) * 1.01
-
-
-def test_run_stops_at_tolerance_and_guards_nan():
-    calls = []
-
-    class S(tuple):
-        pass
-
-    def step(s):
-        calls.append(1)
-        return {"loglik": -1.0 - 1.0 / (len(calls) ** 4)}
-
-    state, hist = em.run(step, None, max_iter=100, tol=1e-3, objective=lambda s: s["loglik"], progress=False)
-    assert len(hist) < 100
-    with pytest.raises(em.NumericalError, match="iteration 1"):
-        em.run(lambda s: {"loglik": float("nan")}, None, max_iter=3, objective=lambda s: s["loglik"], progress=False)
-
-
-def test_run_scan_matches_python_loop(step):
-    corpus, _ = datasets.make_bars(n_docs=50, seed=4)
-    data = em.prepare(corpus)
-    s0 = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
-    s_scan, trace = jax.jit(lambda s: em.run_scan(lambda x: step(x, data, None), s, 6))(s0)
-    s = s0
-    for _ in range(6):
-        s = step(s, data, None)
-    np.testing.assert_allclose(np.asarray(s_scan.phi), np.asarray(s.phi), rtol=1e-5, atol=1e-7)
-    assert trace.shape == (6,)
 
 
 def test_prepare_rejects_empty():
     c = Corpus.from_entries([], [], [], vocab=["a"], n_docs=0)
     with pytest.raises(ValueError, match="no tokens"):
-        em.prepare(c)
+        layout.prepare(c)

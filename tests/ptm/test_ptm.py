@@ -11,7 +11,9 @@ from scipy.special import gammaln
 from sklearn.base import clone
 
 import topicjax as tj
+from topicjax.ptm import gem, layout
 from topicjax.ptm import model as ptm
+from topicjax.ptm import order as ptm_order
 from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.ptm import PTM
 
@@ -87,32 +89,32 @@ def check_constraints(u, v):
 def test_gem_never_increases_bic(kind):
     """Property: on random small corpora and seeds, the float64 BIC of every GEM iterate is
     non-increasing, the constraints hold, and the step's own BIC equals the reference."""
-    cfg = ptm.GEMConfig(kind=kind)
+    cfg = gem.GEMConfig(kind=kind)
     total_flips = 0
     for seed in range(4):
         corpus, dense = planted_corpus(seed)
-        data = ptm.prepare(corpus)
+        data = layout.prepare(corpus)
         beta0 = np.asarray(data.beta0, np.float64)
-        state = ptm.init_state(jax.random.key(seed), data, M, n_init_docs=2)
+        state = gem.init_state(jax.random.key(seed), data, M, n_init_docs=2)
         prev = np.inf
         for it in range(5):
             u, v, alpha, beta = state_arrays(state)
             check_constraints(u, v)
             b = np_bic(kind, dense, u, v, alpha, beta, beta0)
-            assert ptm.state_bic(state, data, kind) == pytest.approx(b, rel=1e-6)
+            assert gem.state_bic(state, data, kind) == pytest.approx(b, rel=1e-6)
             assert b <= prev + 1e-6 * abs(b), (seed, it, b - prev)
             prev = b
-            state = ptm.gem_step(state, data, cfg)
+            state = gem.gem_step(state, data, cfg)
             total_flips += int(state.n_u_flips) + int(state.n_v_flips)
     assert total_flips > 20  # the switches did move
 
 
 def test_init_is_seeded_and_satisfies_the_constraints():
     corpus, dense = planted_corpus(11)
-    data = ptm.prepare(corpus)
-    a = ptm.init_state(jax.random.key(3), data, M, n_init_docs=2)
-    b = ptm.init_state(jax.random.key(3), data, M, n_init_docs=2)
-    c = ptm.init_state(jax.random.key(4), data, M, n_init_docs=2)
+    data = layout.prepare(corpus)
+    a = gem.init_state(jax.random.key(3), data, M, n_init_docs=2)
+    b = gem.init_state(jax.random.key(3), data, M, n_init_docs=2)
+    c = gem.init_state(jax.random.key(4), data, M, n_init_docs=2)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert not np.array_equal(np.asarray(a.u), np.asarray(c.u))
@@ -133,13 +135,13 @@ def test_init_and_step_are_vmappable():
     """Restarts over seeds: init runs under vmap (and equals the single runs); the GEM step traces
     under vmap with the batch axis everywhere (checked abstractly, without compiling it again)."""
     corpus, _ = planted_corpus(2)
-    data = ptm.prepare(corpus)
+    data = layout.prepare(corpus)
     keys = jax.random.split(jax.random.key(0), 2)
-    batch = jax.vmap(lambda k: ptm._init_impl(k, data, M, 8, 2))(keys)
-    single = ptm.init_state(keys[1], data, M, n_init_docs=2)
+    batch = jax.vmap(lambda k: gem._init_impl(k, data, M, 8, 2))(keys)
+    single = gem.init_state(keys[1], data, M, n_init_docs=2)
     np.testing.assert_array_equal(np.asarray(batch.u[1]), np.asarray(single.u))
     np.testing.assert_allclose(np.asarray(batch.loglik_doc[1]), np.asarray(single.loglik_doc), rtol=1e-6)
-    out = jax.eval_shape(jax.vmap(lambda s: ptm._gem_step_impl(s, data, ptm.GEMConfig())), batch)
+    out = jax.eval_shape(jax.vmap(lambda s: gem.gem_step_impl(s, data, gem.GEMConfig())), batch)
     for a, b in zip(out, batch):
         assert a.shape == b.shape and a.dtype == b.dtype
 
@@ -238,19 +240,19 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="bic must be one of"):
         PTM(n_components=2, bic="2015", progress=False).fit(corpus)
     with pytest.raises(ValueError, match="m_max=6 is larger than the number of documents"):
-        ptm.select_order(corpus, m_max=6, m_min=2, step=2, progress=False)
+        ptm_order.select_order(corpus, m_max=6, m_min=2, step=2, progress=False)
     corpus, _ = planted_corpus(1)
     with pytest.raises(ValueError, match="step=4 from m_max=10 skips past m_min=4"):
-        ptm.select_order(corpus, m_max=10, m_min=4, step=4, progress=False)
+        ptm_order.select_order(corpus, m_max=10, m_min=4, step=4, progress=False)
     with pytest.raises(ValueError, match="m_min=5 is larger than m_max=3"):
-        ptm.select_order(corpus, m_max=3, m_min=5, step=1, progress=False)
+        ptm_order.select_order(corpus, m_max=3, m_min=5, step=1, progress=False)
     with pytest.raises(ValueError, match="step must be a positive integer"):
-        ptm.select_order(corpus, m_max=3, m_min=1, step=0, progress=False)
+        ptm_order.select_order(corpus, m_max=3, m_min=1, step=0, progress=False)
 
 
 # ----------------------------------------------------------------------------- model order
 def test_select_order_top_down(bars):
-    res = ptm.select_order(bars, m_max=8, m_min=4, step=2, bic="2014-exact", max_iter=8, progress=False)
+    res = ptm_order.select_order(bars, m_max=8, m_min=4, step=2, bic="2014-exact", max_iter=8, progress=False)
     assert res.orders == [8, 6, 4] and len(res.bics) == 3 and set(res.models) == {8, 6, 4}
     assert res.best_order == res.orders[int(np.argmin(res.bics))] and res.best_model is res.models[res.best_order]
     for order, model in res.models.items():
@@ -271,7 +273,7 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     """Removing the least massive topics keeps the others, every distribution normalised, every
     document with a topic and every token with positive probability -- also when a topic had a
     specific word of probability 0 (a "dead" word, which would trap a newly assigned document)."""
-    s = fitted._state
+    s = fitted.last_state_
     beta0 = np.asarray(fitted.beta0_, np.float64)
     u = np.asarray(s.u).copy()
     beta = np.asarray(s.beta, np.float64).copy()
@@ -280,10 +282,10 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     beta[0] *= (S + beta0[n]) / S
     u[0, n], beta[0, n] = True, 0.0
     s = s._replace(u=jnp.asarray(u), beta=jnp.asarray(beta, jnp.float32))
-    data = ptm.prepare(bars)
+    data = layout.prepare(bars)
     mass = (fitted.alpha_ * fitted.v_).sum(1)
     keep = np.sort(np.argsort(mass, kind="stable")[2:])
-    r = ptm.reduce_topics(s, data, 2)
+    r = ptm_order.reduce_topics(s, data, 2)
     ru, rv = np.asarray(r.u)[:4], np.asarray(r.v)[:, :4].T
     rbeta = np.asarray(r.beta, np.float64)[:4]
     check_constraints(ru, rv)
@@ -316,12 +318,7 @@ def many(bars):
     """Three restarts in one compiled call, vmapped (the CPU default would run them one at a time),
     with the settings of ``fitted`` (seed 0)."""
     base = PTM(n_components=6, bic="2014-exact", max_iter=15, random_state=0, progress=False)
-    refits, real_fit = [], PTM.fit
-    with pytest.MonkeyPatch.context() as mp:  # record the fallback refits (there should be none)
-        mp.setattr(PTM, "fit", lambda self, X, y=None: refits.append(self.random_state) or real_fit(self, X, y))
-        models = base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
-    assert refits == [], "the device's stopping decisions disagreed with em.run's rule"
-    return base, models
+    return base, base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
 
 
 def assert_same_fit(a, b):
@@ -365,56 +362,20 @@ def test_fit_many_equals_separate_fits(many, fitted, bars):
                                separate[1].transform(bars.subset(np.arange(5))), rtol=1e-5, atol=1e-7)
 
 
-def test_fit_many_refits_a_restart_whose_stop_disagrees(many, bars, monkeypatch):
-    """When the host replay of em.run's stopping rule disagrees with the device's decision for a
-    restart, that restart is fitted alone (forced here), so the result still equals its fit."""
-    base, models = many
-    calls = []
-    real_stop, real_fit = ptm._stop_iteration, PTM.fit
-
-    def fake_stop(bics, tol):
-        return len(bics) - 2 if len(calls) == 0 and len(bics) > 2 else real_stop(bics, tol)
-
-    def counting_fit(self, X, y=None):
-        calls.append(self.random_state)
-        return real_fit(self, X, y)
-
-    monkeypatch.setattr(ptm, "_stop_iteration", fake_stop)
-    monkeypatch.setattr(PTM, "fit", counting_fit)
-    again = base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))  # the compiled call is reused
-    assert calls == [SEEDS[0]]
-    for a, b in zip(again, models):
-        assert_same_fit(a, b)
-
-
 def test_fit_many_reports_non_finite_restarts(many, bars, monkeypatch):
     """A restart whose parameters became non-finite on the device is an error naming its seed."""
+    from topicjax.core import driver
+
     base, _ = many
-    real = ptm._restarts_jit
+    real = driver.run_many
 
     def poisoned(*args, **kwargs):
-        finals, trace, n_iters, finite = real(*args, **kwargs)
-        return finals, trace, n_iters, finite.at[1].set(False)
+        finals, recs, n_iters, status = real(*args, **kwargs)
+        return finals, recs, n_iters, status.at[1].set(driver.NONFINITE)
 
-    monkeypatch.setattr(ptm, "_restarts_jit", poisoned)
-    with pytest.raises(tj.core.em.NumericalError, match=r"seed 1\): non-finite parameters after iteration \d+"):
+    monkeypatch.setattr(driver, "run_many", poisoned)
+    with pytest.raises(tj.core.NumericalError, match=r"seed 1\): non-finite parameters at iteration \d+"):
         base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
-
-
-def test_stop_rule_replay_matches_em_run():
-    """``_stop_iteration`` is the tolerance rule of em.run (run here on scripted objectives)."""
-    sequences = [
-        [100.0, 90.0, 89.999, 80.0, 70.0],  # converges at iteration 2
-        [100.0, 100.0, 50.0, 49.0, 48.99999],  # iteration 1 is never compared with the start
-        [100.0, 90.0, 80.0, 70.0],  # never within tol
-        [100.0, 90.0, 90.0 - 90.0 * 1e-3, 1.0],  # exactly at the threshold: stops
-    ]
-    for seq in sequences:
-        for tol in (0.0, 1e-3, 1e-5):
-            _, hist = tj.core.em.run(lambda i: i + 1, 0, max_iter=len(seq) - 1, tol=tol,
-                                objective=lambda i: seq[i], minimize=True, progress=False)
-            stop = ptm._stop_iteration(seq, tol)
-            assert (stop if stop is not None else len(seq) - 1) == len(hist), (seq, tol)
 
 
 def test_fit_many_bad_inputs(bars):
@@ -433,9 +394,9 @@ def test_fit_many_bad_inputs(bars):
         base.fit_many(bars, seeds=[4, 2, 4])
     with pytest.raises(ValueError, match="one-dimensional sequence"):
         base.fit_many(bars, seeds=[[1, 2]])
-    with pytest.raises(ValueError, match="n_restarts must be a positive integer"):
+    with pytest.raises(ValueError, match="n_restarts must be an integer >= 1"):
         base.fit_many(bars, n_restarts=0)
-    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
         base.fit_many(bars, seeds=[1, 2], batch_size=0)
     with pytest.raises(ValueError, match="larger than the number of documents"):
         PTM(n_components=6, progress=False).fit_many(bars.subset(np.arange(4)), seeds=[0])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from topicjax.core import em
-from topicjax.ptm import model as ptm
+from topicjax.core import layout as core_layout
+from topicjax.ptm import gem, layout
 from topicjax.ptm import bic as pb
 from topicjax.data.corpus import Corpus
 
@@ -21,7 +21,7 @@ u_flip_deltas = jax.jit(pb.u_flip_deltas_2014, static_argnums=(5,))
 select_2014 = jax.jit(pb.select_u_flips_2014, static_argnames=("kind", "n_candidates"))
 select_2020 = jax.jit(pb.select_u_flips_2020, static_argnames=("n_candidates",))
 configs_2020 = jax.jit(pb.u_word_configs_2020)
-e_step = jax.jit(ptm.e_step)
+e_step = jax.jit(gem.e_step)
 D, N, M, P = 14, 12, 4, 8  # P > M: padded topics are masked everywhere
 
 
@@ -176,7 +176,7 @@ def test_compensated_cumsum_and_stable_differences():
     n0, T = 4000.0, 200000.0
     h = lambda k: T * (-(k / T) * math.log(k / T) - (1 - k / T) * math.log(1 - k / T))
     for c in (1.0, -1.0, 37.0):
-        got = float(pb._entropy_delta(jnp.float32(n0), jnp.float32(T), jnp.float32(c)))
+        got = float(pb.entropy_delta(jnp.float32(n0), jnp.float32(T), jnp.float32(c)))
         assert got == pytest.approx(h(n0 + c) - h(n0), rel=1e-5)
 
 
@@ -188,15 +188,15 @@ def test_bic_equals_term_by_term_reference(case, kind):
         u, v, alpha, beta, beta0 = (c["u"], c["v"], c["alpha"], c["beta"], c["beta0"]) if seed == 0 else random_params(5, c["dense"])
         want = ref_bic(kind, c["dense"], u, v, alpha, beta, beta0)
         uj, vj, aj, bj, tm = padded(u, v, alpha, beta)
-        data = em.prepare(c["corpus"], chunk=256)
+        data = core_layout.prepare(c["corpus"], chunk=256)
         got = pb.bic(data, jnp.asarray(c["dense"].sum(1), jnp.int32), uj, vj, aj, bj, jnp.asarray(beta0, jnp.float32), tm, kind=kind)
         assert got == pytest.approx(want, rel=1e-6, abs=1e-3)
         # the GEM's own path: per-document log-likelihood from the PTM E-step, costs on the device
-        pdata = ptm.prepare(c["corpus"])
+        pdata = layout.prepare(c["corpus"])
         x, ndj, ll, s1, s2 = e_step(pdata, uj, bj, aj, vj, tm)
         z = jnp.zeros((), jnp.int32)
-        state = ptm.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z)
-        assert ptm.state_bic(state, pdata, kind) == pytest.approx(want, rel=1e-6, abs=1e-3)
+        state = gem.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z)
+        assert gem.state_bic(state, pdata, kind) == pytest.approx(want, rel=1e-6, abs=1e-3)
 
 
 def test_exact_variant_replaces_the_u_prior_only(case):
@@ -284,10 +284,10 @@ def test_u_2020_configurations_equal_brute_force(case):
 # ----------------------------------------------------------------------------- topic switches
 def _state(c, u, v, alpha, beta):
     uj, vj, aj, bj, tm = padded(u, v, alpha, beta)
-    data = ptm.prepare(c["corpus"])
+    data = layout.prepare(c["corpus"])
     x, ndj, ll, s1, s2 = e_step(data, uj, bj, aj, vj, tm)
     z = jnp.zeros((), jnp.int32)
-    return ptm.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z), data
+    return gem.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z), data
 
 
 def _doc_ll(dense_row, u, v_col, a_col, beta, beta0):
@@ -299,7 +299,7 @@ def test_v_flip_scores_equal_loop_over_single_flips(case, kind):
     c = case
     dense, u, v, alpha, beta, beta0 = c["dense"], c["u"], c["v"], c["alpha"], c["beta"], c["beta0"]
     state, data = _state(c, u, v, alpha, beta)
-    scores, tt, var = (np.asarray(a) for a in ptm.v_flip_scores(state, data, kind, newton_iters=20))
+    scores, tt, var = (np.asarray(a) for a in gem.v_flip_scores(state, data, kind, newton_iters=20))
     assert np.all(np.isinf(scores[:, M:]))
     base = ref_bic(kind, dense, u, v, alpha, beta, beta0)
     t_max = 1.0 - 1e-6
@@ -341,7 +341,7 @@ def test_v_batch_change_is_exact_and_descends(case, kind):
     c = case
     dense, u, v, alpha, beta, beta0 = c["dense"], c["u"], c["v"], c["alpha"], c["beta"], c["beta0"]
     state, data = _state(c, u, v, alpha, beta)
-    v_new, a_new, k, change, _, _ = jax.jit(ptm._v_round, static_argnums=(1, 2, 3, 4, 5))(
+    v_new, a_new, k, change, _, _ = jax.jit(gem._v_round, static_argnums=(1, 2, 3, 4, 5))(
         data, kind, 3, 2, 8, 1000, state.u, state.beta, state.alpha, state.v, state.topic_mask, state.s1, state.s2)
     v_new = np.asarray(v_new)[:, :M].T
     a_new = np.asarray(a_new, np.float64)[:, :M].T

@@ -18,37 +18,31 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import topicjax as tj
 from topicjax import datasets
-from topicjax.core import em
 from topicjax.scale import distributed
 
 ROOT = Path(__file__).resolve().parents[2]
 N_ITER = 6
 T = 8
 
-# The model every check compares with: em's single-device steps from em.init(key(0)).
+# The model every check compares with: ARTM.fit on one device, with and without a plain
+# two-argument regularizer (smoothing Φ, ARTM eq. 23, and sparsing Θ).
 COMMON = textwrap.dedent(
     f"""
     import json, sys
     import numpy as np, jax, jax.numpy as jnp
+    import topicjax as tj
     from topicjax import datasets
-    from topicjax.core import em
     from topicjax.scale import distributed
 
     corpus, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
 
-    def reg(phi, theta, coefs):  # smoothing Φ (ARTM eq. 23) and sparsing Θ, traced coefficients
-        return coefs[0] * jnp.sum(jnp.log(phi)) - coefs[1] * jnp.sum(jnp.log(theta))
+    def reg(phi, theta):
+        return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
 
-    COEFS = jnp.array([0.01, 0.02])
-
-    def single(regularizer=None):
-        data = em.prepare(corpus)
-        state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, {T})
-        step = em.make_step(regularizer)
-        for _ in range({N_ITER}):
-            state = step(state, data, COEFS if regularizer else None)
-        return state
+    KW = dict(max_iter={N_ITER}, progress=False, random_state=0, scores=("perplexity",))
+    REGS = {{"plsa": None, "artm": [reg]}}
     """
 )
 
@@ -61,25 +55,21 @@ def _env(n_devices: int) -> dict:
     return env
 
 
-def _run(code: str, n_devices: int, timeout: float = 120) -> dict:
+def _run(code: str, n_devices: int, timeout: float = 180) -> dict:
     out = subprocess.run([sys.executable, "-c", code], env=_env(n_devices), capture_output=True, text=True,
                          timeout=timeout, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_one_device_equals_em_exactly():
+def test_one_device_equals_the_artm_fit():
     corpus, _ = datasets.make_bars(n_docs=40, seed=1)
-    phi, theta, hist = distributed.fit(corpus, 6, max_iter=4, progress=False)
-    data = em.prepare(corpus)
-    state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 6)
-    step = em.make_step()
-    for _ in range(4):
-        state = step(state, data, None)
-    np.testing.assert_allclose(phi, np.asarray(state.phi), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(theta, np.asarray(state.theta), rtol=1e-6, atol=1e-7)
-    assert len(hist) == 4 and hist[-1]["objective"] == pytest.approx(float(state.loglik), rel=1e-6)
-    assert hist[-1]["perplexity"] == pytest.approx(np.exp(-float(state.loglik) / corpus.n_tokens), rel=1e-6)
+    m = distributed.fit(corpus, 6, max_iter=4, progress=False)
+    ref = tj.ARTM(6, max_iter=4, progress=False).fit(corpus)
+    np.testing.assert_allclose(m.phi_, ref.phi_, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(m.theta_, ref.theta_, rtol=1e-6, atol=1e-7)
+    assert len(m.history_) == 4 and m.history_[-1]["objective"] == pytest.approx(ref.history_[-1]["objective"], rel=1e-6)
+    assert m.history_[-1]["perplexity"] == pytest.approx(ref.history_[-1]["perplexity"], rel=1e-6)
 
 
 def test_bad_mesh_and_empty_corpus_are_rejected():
@@ -96,29 +86,26 @@ def test_four_devices_give_the_single_device_model():
         f"""
         assert len(jax.devices()) == 4
         sh = distributed.shard(corpus)
-        # Each device holds one contiguous, non-empty document range; together they cover all.
-        ranges = sh.doc_ranges
-        assert ranges[0][0] == 0 and ranges[-1][1] == corpus.n_docs
-        assert all(a < b for a, b in ranges) and all(r[1] == s[0] for r, s in zip(ranges, ranges[1:]))
-        assert len(sh.data.word.sharding.device_set) == 4
-        shards = sh.data.count.addressable_shards
+        # Each device holds one contiguous document range; together they hold every token.
+        assert len(sh.word.sharding.device_set) == 4
+        shards = sorted(sh.count.addressable_shards, key=lambda s: s.index[0].start)
         assert sum(float(np.asarray(s.data).sum()) for s in shards) == corpus.n_tokens
-        for s, (a, b) in zip(sorted(shards, key=lambda s: s.index[0].start), ranges):
-            docs = np.asarray(sh.data.doc[s.index])[np.asarray(s.data) > 0]
-            assert docs.min() >= a and docs.max() < b
+        spans = []
+        for s in shards:
+            docs = np.asarray(sh.doc[s.index])[np.asarray(s.data) > 0]
+            spans.append((int(docs.min()), int(docs.max())))
+        assert spans[0][0] == 0 and spans[-1][1] == corpus.n_docs - 1
+        assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
         res = {{}}
-        for name, regularizer in (("plsa", None), ("artm", reg)):
-            ref = single(regularizer)
-            state = distributed.init(jax.random.key(0), sh, {T})
-            step = distributed.make_step(sh.mesh, regularizer)
-            for _ in range({N_ITER}):
-                state = step(state, sh.data, COEFS if regularizer else None)
+        for name, regs in REGS.items():
+            ref = tj.ARTM({T}, regularizers=regs, **KW).fit(corpus)
+            m = distributed.fit(corpus, {T}, regularizers=regs, **KW)
             res[name] = dict(
-                phi=float(np.abs(np.asarray(state.phi) - np.asarray(ref.phi)).max()),
-                theta=float(np.abs(np.asarray(state.theta) - np.asarray(ref.theta)).max()),
-                ll=float(abs(state.loglik - ref.loglik) / abs(ref.loglik)),
-                reg=float(abs(state.reg - ref.reg) / max(abs(float(ref.reg)), 1.0)),
-                phi_sum=float(np.abs(np.asarray(state.phi).sum(0) - 1).max()))
+                phi=float(np.abs(m.phi_ - ref.phi_).max()), theta=float(np.abs(m.theta_ - ref.theta_).max()),
+                ll=abs(m.history_[-1]["objective"] - ref.history_[-1]["objective"]) / abs(ref.history_[-1]["objective"]),
+                reg=abs(m.history_[-1]["regularizer"] - ref.history_[-1]["regularizer"]) / max(
+                    abs(ref.history_[-1]["regularizer"]), 1.0),
+                phi_sum=float(np.abs(m.phi_.sum(0) - 1).max()))
         print(json.dumps(res))
         """
     )
@@ -135,7 +122,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_with_jax_distributed(tmp_path):
+def run_two_processes(tmp_path, regs_name: str):
+    """Fit ``REGS[regs_name]`` with the documents sharded over 2 processes x 2 devices; returns the
+    two processes' saved ``phi``, ``theta``."""
     port = _free_port()
     code = COMMON.replace("import json, sys\n", "import json, sys\npid = int(sys.argv[1])\n", 1)
     code = "import sys\nfrom topicjax.scale import distributed as _d\n" + textwrap.dedent(
@@ -145,9 +134,9 @@ def test_two_processes_with_jax_distributed(tmp_path):
     ) + code + textwrap.dedent(
         f"""
         assert jax.process_count() == 2 and len(jax.devices()) == 4 and len(jax.local_devices()) == 2
-        phi, theta, hist = distributed.fit(corpus, {T}, max_iter={N_ITER}, progress=False)
-        np.savez("{tmp_path}/out%d.npz" % pid, phi=phi, theta=theta, ll=hist[-1]["objective"])
-        print(json.dumps(dict(pid=pid, n=len(hist))))
+        m = distributed.fit(corpus, {T}, regularizers=REGS["{regs_name}"], **KW)
+        np.savez("{tmp_path}/out%d.npz" % pid, phi=m.phi_, theta=m.theta_, ll=m.history_[-1]["objective"])
+        print(json.dumps(dict(pid=pid, n=len(m.history_))))
         jax.distributed.shutdown()
         """
     )
@@ -156,7 +145,7 @@ def test_two_processes_with_jax_distributed(tmp_path):
     outs = []
     try:
         for p in procs:
-            out, err = p.communicate(timeout=120)
+            out, err = p.communicate(timeout=180)
             assert p.returncode == 0, err[-3000:]
             outs.append(json.loads(out.strip().splitlines()[-1]))
     finally:
@@ -164,16 +153,14 @@ def test_two_processes_with_jax_distributed(tmp_path):
             if p.poll() is None:
                 p.kill()
     assert sorted(o["pid"] for o in outs) == [0, 1] and all(o["n"] == N_ITER for o in outs)
-    a, b = (np.load(tmp_path / f"out{i}.npz") for i in range(2))
+    return [np.load(tmp_path / f"out{i}.npz") for i in range(2)]
+
+
+def test_two_processes_with_jax_distributed(tmp_path):
+    a, b = run_two_processes(tmp_path, "plsa")
     np.testing.assert_array_equal(a["phi"], b["phi"])  # every process holds the same model
     # ... which is the single-device model, computed here in one process.
     corpus, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
-    data = em.prepare(corpus)
-    state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T)
-    step = em.make_step()
-    for _ in range(N_ITER):
-        state = step(state, data, None)
-    np.testing.assert_allclose(a["phi"], np.asarray(state.phi), atol=1e-5)
-    np.testing.assert_allclose(a["theta"], np.asarray(state.theta), atol=1e-5)
-    # The last history entry is L at the parameters before the last step (em.EMState.loglik).
-    assert float(a["ll"]) == pytest.approx(float(state.loglik), rel=1e-6)
+    ref = tj.ARTM(T, max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
+    np.testing.assert_allclose(a["phi"], ref.phi_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a["theta"], ref.theta_, rtol=1e-5, atol=1e-6)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus, CorpusError, datasets
-from topicjax.core import em
+from topicjax.core import em, layout
+from topicjax.regularizers import as_regularizer
 from topicjax.data import formats
 from topicjax.scale import online as streaming
 
@@ -103,11 +104,12 @@ def _init_phi(corpus, T):
 
 
 def _batch_counts(phi, dense, doc_passes):
-    """Dense float64 reference for one batch (ARTM eq. 6-8, 16): Θ from uniform by ``doc_passes``
-    iterations with Φ fixed, then the batch's n_wt.  ``dense`` is (docs, W)."""
+    """Dense float64 reference for one batch (ARTM eq. 6-8, 16): Θ from uniform by ``doc_passes - 1``
+    iterations with Φ fixed, then the batch's n_wt (the pass of ``ARTM(doc_passes=...)``).
+    ``dense`` is (docs, W)."""
     N = dense.T.astype(float)  # (W, D)
     theta = np.full((phi.shape[1], N.shape[1]), 1.0 / phi.shape[1])
-    for _ in range(doc_passes):
+    for _ in range(doc_passes - 1):
         R = N / (phi @ theta)
         theta = theta * (phi.T @ R)
         theta /= theta.sum(0)
@@ -130,9 +132,11 @@ def test_step_sizes_follow_tau0_and_kappa(bars, store):
     """n_wt ← (1-ρ_t) n_wt + ρ_t n̂_wt with ρ_t = (τ0 + t)^-κ, one update per batch, and the Φ
     smoothing term of the regularizer (φ ∂R/∂φ = β for R = β Σ log φ) added at each update."""
     tau0, kappa, beta, T = 2.0, 0.5, 0.3, 5
-    reg = lambda phi, theta, c: c * jnp.sum(jnp.log(phi))
-    phi, hist = streaming.fit_online(store, T, passes=1, tau0=tau0, kappa=kappa, doc_passes=2, regularizer=reg,
-                                     coefs=jnp.float32(beta), progress=False)
+    def smooth(phi, theta):
+        return jnp.sum(jnp.log(phi))
+
+    phi, hist = streaming.fit_online(store, T, passes=1, tau0=tau0, kappa=kappa, doc_passes=2,
+                                     regularizers=[(smooth, beta)], progress=False)
     ref = _init_phi(bars, T)
     n_wt = np.zeros_like(ref)
     dense = bars.to_dense()
@@ -166,7 +170,7 @@ def test_infer_theta_by_batches_equals_em(bars, store):
     phi = np.asarray(em.init(jax.random.key(2), bars.n_words, bars.n_docs, 5).phi)
     parts = dict(streaming.infer_theta(store, phi, n_iter=7))
     got = np.concatenate([parts[k] for k in sorted(parts)], axis=1)
-    ref = em.infer_theta(jnp.asarray(phi), em.prepare(bars), bars.n_docs, n_iter=7)
+    ref = em.infer_theta(jnp.asarray(phi), layout.prepare(bars), bars.n_docs, as_regularizer(None), n_iter=7)
     np.testing.assert_allclose(got, np.asarray(ref), atol=1e-5)
 
 

@@ -15,22 +15,10 @@ from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 
 from topicjax.data.corpus import Corpus, CorpusError
-from topicjax.core.em import NumericalError
-from topicjax.ttmm.model import (
-    TTMM,
-    TTMMParams,
-    batch_loss,
-    doc_log_likelihood,
-    em_init,
-    em_step,
-    make_batches,
-    prepare,
-    synthetic_params,
-    sample_corpus,
-    theme_posterior,
-    token_topic_shares,
-    topic_posterior,
-)
+from topicjax.core.errors import NumericalError
+from topicjax.ttmm import (TTMM, TTMMParams, doc_log_likelihood, em_init, em_step, prepare, sample_corpus,
+                           synthetic_params, theme_posterior, token_topic_shares, topic_posterior)
+from topicjax.ttmm.sgd import batch_loss, make_batches
 
 
 # ------------------------------------------------------------------ fixtures
@@ -278,9 +266,9 @@ def test_save_load_round_trip(tmp_path, shared, em_model, sgd_model):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(n_themes=0), r"n_themes \(J\) must be a positive integer, got 0"),
-        (dict(n_components=0), r"n_components \(K\) must be a positive integer, got 0"),
-        (dict(n_themes=2.5), r"n_themes \(J\) must be a positive integer, got 2.5"),
+        (dict(n_themes=0), r"n_themes must be an integer >= 1, got 0"),
+        (dict(n_components=0), r"n_components must be an integer >= 1, got 0"),
+        (dict(n_themes=2.5), r"n_themes must be an integer, got 2.5"),
         (dict(solver="lbfgs"), r"solver must be 'em' or 'sgd', got 'lbfgs'"),
         (dict(optimizer=optax.sgd(0.1)), r"optimizer is only used by solver='sgd'"),
         (dict(solver="sgd", optimizer="adam"), r"optimizer must be an optax GradientTransformation"),

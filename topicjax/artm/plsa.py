@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from topicjax.artm import ARTM
+from topicjax.artm.model import ARTM
 
 __all__ = ["PLSA"]
 
@@ -25,14 +25,15 @@ class PLSA(ARTM):
     n_components: number of topics T.
     max_iter: maximum number of EM iterations.
     tol: stop when the relative change of the log-likelihood falls below ``tol`` (0: never).
-    random_state: seed of the initial Φ; the same seed gives the same model on the same device
-        (bits may differ between CPU and GPU).
+    random_state: seed of the initial Φ (an int, ``None`` for fresh entropy, or a key); the same
+        seed gives the same model on the same device (bits may differ between CPU and GPU).
     chunk: non-zeros per chunk of the E-step (memory/speed trade-off; see :func:`em.prepare`).
     transform_iter: EM iterations of Θ for new documents in :meth:`transform`.
     progress: show a tqdm progress bar.
 
-    Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``history_`` (= ``scores_``:
-    log-likelihood ``objective`` and ``perplexity`` per iteration), ``n_iter_``, ``vocab_``.
+    Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``components_`` (T x W),
+    ``history_`` (= ``scores_``: log-likelihood ``objective`` and ``perplexity`` per iteration),
+    ``n_iter_``, ``vocab_``.
     """
 
     # ARTM settings that PLSA fixes (class attributes, so they are not constructor parameters)
@@ -44,6 +45,7 @@ class PLSA(ARTM):
     modality_weights = None
     label_weight = None
     overregularized = "keep"
+    doc_passes = None
 
     def __init__(self, n_components=10, *, max_iter=100, tol=1e-5, random_state=0, chunk=None,
                  transform_iter=30, progress=True):

@@ -4,14 +4,14 @@ The E-step of PLSA/ARTM (ARTM eq. 4, 7-8) is, per document d and word w with cou
 
     p = max(Σ_t φ_wt θ_td, EPS),   L += n_dw log p,   ∂L/∂θ_d += (n_dw / p) φ_w,   ∂L/∂φ_w += (n_dw / p) θ_d .
 
-XLA runs the pure-JAX version (``topicjax.core.em``'s sliced kernel) as gathers, batched products
+XLA runs the pure-JAX version (``topicjax.core.estep``'s sliced kernel) as gathers, batched products
 and a scatter-add on one thread; the C++ kernel in ``csrc/`` does the same arithmetic in one pass
 over each document's non-zeros (no nnz x T intermediates), on all cores: documents are split into
 one contiguous block per thread (a document is never split, so its θ gradient has one owner), each
 thread but the first accumulates ∂L/∂Φ in a private slab, and the slabs are summed at the end.  The
 log-likelihood terms are summed in float64 (each log in the working precision, as XLA's).  It reads the sliced layout of
-:class:`topicjax.core.em.DocWordCounts` directly, so every path that calls
-:func:`~topicjax.core.em.expected_counts` (fits, ``fit_many``/``fit_grid`` under ``jax.vmap``, the
+:class:`topicjax.core.layout.DocWordCounts` directly, so every path that calls
+:func:`~topicjax.core.estep.expected_counts` (fits, ``fit_many``/``fit_grid`` under ``jax.vmap``, the
 online and sharded fits) uses it unchanged.
 
 Selecting the kernel (decided when a function is traced):
@@ -32,7 +32,7 @@ run after run; different thread counts sum ∂L/∂Φ in a different order and a
 Differentiation: ``jax.grad`` of the likelihood never differentiates the kernel (the E-step's
 ``custom_vjp`` already returns the gradients).  Higher-order derivatives (a Hessian-vector
 product, hypergradients through EM steps) need the derivatives of the gradients themselves:
-:func:`topicjax.core.em.expected_counts` (its sliced kernel) is a ``jax.custom_jvp`` whose rule takes those tangents
+:func:`topicjax.core.estep.expected_counts` (its sliced kernel) is a ``jax.custom_jvp`` whose rule takes those tangents
 from the pure-JAX kernel, so forward- and reverse-mode derivatives of any order work with either
 backend (the values still come from the C++ kernel).
 
@@ -75,11 +75,11 @@ __all__ = [
     "set_threads",
     "default_threads",
     "release_buffers",
-    "sliced_counts",
-    "sliced_counts_models",
+    "estep_counts",
+    "estep_counts_models",
 ]
 
-#: Clamp of p before the log and the division; the same value as ``topicjax.core.em.EPS``.
+#: Clamp of p before the log and the division; the same value as ``topicjax.core.estep.EPS``.
 EPS = 1e-30
 #: Accepted values of ``TOPICJAX_ESTEP`` and :func:`set_backend`.
 BACKENDS = ("auto", "xla", "ffi")
@@ -303,20 +303,20 @@ def _unpacked(out, need_phi, need_theta):
     return ll, (next(it) if need_phi else None), (next(it) if need_theta else None)
 
 
-def sliced_counts(phi, theta, data, need_phi: bool, need_theta: bool, *, xla):
+def estep_counts(phi, theta, data, need_phi: bool, need_theta: bool, *, xla):
     """One model's E-step on the sliced layout: ``(ll, ∂L/∂Φ (W, T) or None, ∂L/∂Θ (T, D) or None)``.
 
-    ``data`` is a :class:`~topicjax.core.em.DocWordCounts` with ``piece_doc``; ``xla(phi, theta,
+    ``data`` is a :class:`~topicjax.core.layout.DocWordCounts` with ``piece_doc``; ``xla(phi, theta,
     data, need_phi, need_theta)`` is the pure-JAX kernel with the same contract, used when the
     C++ kernel is not selected (:func:`use_ffi`).  Not differentiable itself (the FFI call has
-    no derivative rules): :func:`topicjax.core.em.expected_counts` wraps it.
+    no derivative rules): :func:`topicjax.core.estep.expected_counts` wraps it.
     """
     if not use_ffi(phi.dtype, theta.dtype):
         return xla(phi, theta, data, need_phi, need_theta)
     return _unpacked(_ffi_one(phi, theta, data, need_phi, need_theta), need_phi, need_theta)
 
 
-def sliced_counts_models(phi, theta, count, data, need_phi: bool, need_theta: bool, *, xla):
+def estep_counts_models(phi, theta, count, data, need_phi: bool, need_theta: bool, *, xla):
     """The E-step of G models on one corpus layout: Φ (W, G, T), Θ rows (D, G, T), ``count``
     (C, B, G) or (C, B, 1) (shared).  Returns ``(ll (G,), ∂L/∂Φ (W, G, T) or None, ∂L/∂Θ
     (D, G, T) or None)``; ``xla`` is the pure-JAX kernel with the same contract."""

@@ -11,7 +11,9 @@ nnz x T array is built.
   other part scored; PTM eq. 32 is the same computation with the disjoint-words split; LIDA
   eq. 44 is :func:`perplexity` evaluated at posterior-mean Φ, Θ);
 * coherence from document co-occurrence: :func:`coherence` with ``measure="pmi"`` (ARTM eq. 58),
-  ``"npmi"`` or ``"umass"`` (PTM eq. 33), over the top-k words or over each topic's kernel;
+  ``"npmi"`` or ``"umass"`` (PTM eq. 33), over the top-k words or over each topic's kernel
+  (document co-occurrence measures; the sliding-window reference measures C_V, C_NPMI, C_UCI and
+  gensim's mean UMass are :func:`topicjax.evaluation.coherence.coherence`);
 * structure: :func:`sparsity`, :func:`background_ratio` (ARTM eq. 57), :func:`kernel_scores`
   (ARTM sec. 5: kernel size, purity, contrast with δ = 0.25), :func:`top_words`;
 * labels: :func:`class_consistency` (PTM eq. 34-35);
@@ -99,12 +101,14 @@ def perplexity(phi, theta, corpus: Corpus) -> float:
 
 def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     """Θ (T x D) of the documents of ``observed`` with Φ fixed: EM on Θ only (ARTM eq. 16)."""
-    from topicjax.core import em
+    from topicjax.core import em, layout
+    from topicjax.regularizers import as_regularizer
 
     phi = np.asarray(phi)
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
-    return np.asarray(em.infer_theta(np.asarray(phi, np.float32), em.prepare(observed), observed.n_docs, n_iter=n_iter))
+    return np.asarray(em.infer_theta(np.asarray(phi, np.float32), layout.prepare(observed), observed.n_docs,
+                                     as_regularizer(None), n_iter=n_iter))
 
 
 def _check_pair(observed: Corpus, heldout: Corpus):
@@ -226,7 +230,12 @@ def coherence(
     topic_weights=None,
     eps: float = 0.0,
 ) -> np.ndarray:
-    """Coherence of each topic from document co-occurrence in ``corpus`` (a reference corpus).
+    """Document co-occurrence coherence of each topic in ``corpus`` (a reference corpus).
+
+    These are the papers' measures over whole documents of a bag of words, not the
+    sliding-window measures of Röder et al. (2015): for C_V, C_NPMI, C_UCI and gensim's UMass (a
+    mean with ε = 1e-12, where ``"umass"`` here is PTM eq. 33's sum with +1 smoothing) use
+    :func:`topicjax.evaluation.coherence.coherence`.
 
     * ``measure="pmi"``: mean PMI over word pairs (ARTM eq. 58), PMI(w, w') =
       log(D·S(w, w') / (S(w)·S(w'))); pairs never seen together are skipped (``eps=0``) or scored

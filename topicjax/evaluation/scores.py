@@ -3,7 +3,12 @@
 A *score* is an object (or function) ``score(ctx: ScoreContext) -> dict[str, float]`` evaluated
 on the host after an EM iteration; :class:`~topicjax.artm.ARTM` records what its ``scores``
 return in ``scores_`` (one dict per iteration, every ``score_every`` iterations and after the
-last one).  They use the measures of :mod:`topicjax.evaluation.metrics`, averaged over the *specific*
+last one).  Two kinds are cheaper and recorded at every iteration without stopping the compiled
+loop: a score with a ``from_record(record, n_tokens) -> dict`` method is computed on the host from
+the per-iteration record (perplexity from the recorded log-likelihood), and a score with a
+``device`` attribute -- a module-level function ``f(phi, theta, specific_mask) -> dict`` of
+``jax.numpy`` scalars -- is computed on the device inside the compiled block of iterations
+(sparsity).  They use the measures of :mod:`topicjax.evaluation.metrics`, averaged over the *specific*
 (non-background) topics that are still in the model, as in the paper:
 
 ==========================  ===================================================================
@@ -39,6 +44,7 @@ __all__ = [
     "Perplexity",
     "HeldoutPerplexity",
     "Sparsity",
+    "sparsity_device",
     "BackgroundRatio",
     "Kernel",
     "Coherence",
@@ -80,6 +86,10 @@ class Perplexity:
 
     name = "perplexity"
 
+    @staticmethod
+    def from_record(record: dict, n_tokens: float) -> dict:
+        return {"perplexity": float(np.exp(-record["objective"] / n_tokens))}
+
     def __call__(self, ctx: ScoreContext) -> dict:
         return {"perplexity": float(np.exp(-ctx.loglik / ctx.n_tokens))}
 
@@ -99,10 +109,23 @@ class HeldoutPerplexity:
         return {"heldout_perplexity": metrics.heldout_perplexity(phi, self.observed, self.heldout, n_iter=self.n_iter)}
 
 
+def sparsity_device(phi, theta, specific) -> dict:
+    """:class:`Sparsity` on the device: shares of exact zeros of Φ's and Θ's specific topics."""
+    import jax.numpy as jnp
+
+    m = specific.astype(phi.dtype)
+    n = jnp.maximum(m.sum(), 1)
+    s_phi = jnp.sum((phi == 0) * m[None, :]) / (phi.shape[0] * n)
+    s_theta = jnp.sum((theta == 0) * m[:, None]) / (theta.shape[1] * n)
+    nan = jnp.asarray(jnp.nan, phi.dtype)
+    return {"sparsity_phi": jnp.where(m.sum() > 0, s_phi, nan), "sparsity_theta": jnp.where(m.sum() > 0, s_theta, nan)}
+
+
 class Sparsity:
     """``sparsity_phi`` and ``sparsity_theta``: share of exact zeros over the specific topics."""
 
     name = "sparsity"
+    device = staticmethod(sparsity_device)
 
     def __call__(self, ctx: ScoreContext) -> dict:
         if ctx.specific.size == 0:

@@ -58,6 +58,8 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import gammaln
 
+from topicjax.core import numerics
+
 __all__ = [
     "BIC_KINDS",
     "BICTerms",
@@ -67,6 +69,7 @@ __all__ = [
     "bic",
     "u_prior_2014",
     "cumsum_compensated",
+    "entropy_delta",
     "xlogx",
     "xlogx_diff",
     "u_flip_dq",
@@ -113,13 +116,6 @@ def xlogx_diff(a, d):
     return jnp.where(a > 0, jnp.where(b > 0, general, -a * jnp.log(safe_a)), xlogx(b))
 
 
-def _two_sum(a, b):
-    """Knuth's error-free transformation: ``s + e == a + b`` exactly."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
 def cumsum_compensated(x, axis: int = 0):
     """Inclusive prefix sums in double-float arithmetic along ``axis``: returns ``(hi, lo)`` with
     ``hi + lo`` the prefix sum, its error about ``eps * |sum| + eps^2 * sum |x|`` (the rounding
@@ -129,7 +125,7 @@ def cumsum_compensated(x, axis: int = 0):
 
     def body(carry, xi):
         hi, lo = carry
-        s, e = _two_sum(hi, xi)
+        s, e = numerics.two_sum(hi, xi)
         lo = lo + e
         hi = s + lo  # renormalise (Fast2Sum: |s| >= |lo|)
         lo = lo - (hi - s)
@@ -166,7 +162,7 @@ def u_prior_2014(n_specific, n_topics, n_words, kind: str) -> float:
     return T * h - 0.5 * math.log(T)
 
 
-def _entropy_delta(n0, total, c):
+def entropy_delta(n0, total, c):
     """``G(n0 + c) - G(n0)`` for ``G(k) = total * h(k / total)`` (nats), without cancellation:
     ``G(k) = -k log k - (T - k) log(T - k) + T log T``."""
     return -xlogx_diff(n0, c) - xlogx_diff(total - n0, -c)
@@ -326,7 +322,7 @@ def u_flip_deltas_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014"):
         M = jnp.sum(tm).astype(jnp.float32)
         T = M * u.shape[1]
         n0 = jnp.sum(Nj).astype(jnp.float32)
-        cost = cost + jnp.where(s > 0, _entropy_delta(n0, T, 1.0), _entropy_delta(n0, T, -1.0))
+        cost = cost + jnp.where(s > 0, entropy_delta(n0, T, 1.0), entropy_delta(n0, T, -1.0))
     allowed = tm[:, None] & (beta0[None, :] > 0) & ~(uu & (Nj[:, None] <= 1))
     return jnp.where(allowed, cost - dq, jnp.inf)
 
@@ -387,7 +383,7 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     if kind == "2014":
         M = jnp.sum(tm).astype(jnp.float32)
         n0 = jnp.sum(Nj).astype(jnp.float32)
-        total = total + _entropy_delta(n0, M * N, jnp.cumsum(s))
+        total = total + entropy_delta(n0, M * N, jnp.cumsum(s))
     n_after = Nj[j].astype(jnp.float32) + cN[rows, j]
     n_before = n_after - s
     became_zero = (n_after < 0.5) & (n_before > 0.5)

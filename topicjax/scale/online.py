@@ -25,42 +25,46 @@ Online EM
 :func:`fit_online` is the online algorithm of BigARTM (``ARTM.fit_online``; Vorontsov et al.,
 ARTM sec. 4 "online algorithm"; Hoffman et al. 2010 for the step size).  For each batch ``b``:
 
-1. Θ_b of its documents is inferred from uniform with Φ fixed by ``doc_passes`` iterations of
-   ARTM eq. 16 (with the regularizer's Θ terms, if any);
-2. the batch's counts ``n̂_wt = φ_wt ∂L_b/∂φ_wt`` (eq. 7) are added up over ``update_every``
-   batches;
+1. Θ_b of its documents starts from uniform and takes ``doc_passes - 1`` iterations of ARTM
+   eq. 16 with Φ fixed (with the regularizer's Θ terms, if any);
+2. one full E-step at Θ_b gives the batch's counts ``n̂_wt = φ_wt ∂L_b/∂φ_wt`` (eq. 7), added
+   up over ``update_every`` batches;
 3. then ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` with ``ρ = (τ0 + t)^(-κ)``, ``t`` the number of
-   updates so far, and ``Φ ∝ (n_wt + φ ∂R/∂φ)_+`` (eq. 15).
+   updates so far, and ``Φ ∝ (n_wt + φ ∂R/∂φ)_+`` (eq. 15) by the one M-step of
+   :mod:`topicjax.core.mstep` (the counts enter as :func:`~topicjax.core.mstep.counts_likelihood`).
+
+Steps 1-2 are the offline pass of ``ARTM(doc_passes=...)``, so with one batch and ρ = 1 the
+online fit is the offline fit.  Each batch is one iteration of the driver of
+:mod:`topicjax.core.driver` (progress, history, non-finite and collapse checks).
 
 BigARTM's defaults are ``tau0 = 1024, kappa = 0.7, update_every = 1``.  Memory is Φ, n_wt (both
 W x T) and one batch (its counts and its T x batch_size Θ): it does not grow with the number of
 documents.  Every batch is padded to one shape, so the per-batch step compiles once.
 
 >>> import tempfile, topicjax as tj
->>> from topicjax import streaming
+>>> from topicjax.scale import online
 >>> corpus, _ = tj.datasets.make_bars(n_docs=300, seed=0)
->>> store = streaming.write_store([corpus], tempfile.mkdtemp(), batch_size=100)
+>>> store = online.write_store([corpus], tempfile.mkdtemp(), batch_size=100)
 >>> store.n_docs, store.n_batches
 (300, 3)
->>> phi, history = streaming.fit_online(store, n_topics=10, passes=2, progress=False)
+>>> phi, history = online.fit_online(store, n_components=10, passes=2, progress=False)
 >>> phi.shape
 (25, 10)
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import em
+from topicjax.core import driver, em, estep, layout, mstep
 from topicjax.data.corpus import Corpus, CorpusError
 
 __all__ = [
@@ -70,8 +74,9 @@ __all__ = [
     "write_store",
     "convert_uci",
     "convert_vw",
+    "OnlineStatic",
     "online_init",
-    "make_batch_step",
+    "batch_step",
     "fit_online",
     "infer_theta",
 ]
@@ -155,7 +160,7 @@ class BatchStore:
     def __len__(self) -> int:
         return self.n_batches
 
-    def max_pieces(self, width: int = em.PIECE) -> int:
+    def max_pieces(self, width: int = layout.PIECE) -> int:
         """The largest number of document pieces of ``width`` slots in one batch (streamed)."""
         best = 0
         for i in range(self.n_batches):
@@ -351,143 +356,175 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
 
 # =============================================================================== online EM
 class OnlineState(NamedTuple):
-    """Φ (W, T), the running counts n_wt (W, T), the pending batch counts, and the update count."""
+    """Φ (W, T), the running counts n_wt (W, T), the pending batch counts, the update count, the
+    last batch's log-likelihood and the regularizers' data."""
 
     phi: jax.Array
     n_wt: jax.Array
     pending: jax.Array
     updates: jax.Array
+    loglik: jax.Array
+    params: tuple = ()
 
 
-def online_init(key, n_words: int, n_topics: int, *, dtype=jnp.float32) -> OnlineState:
+class OnlineStatic(NamedTuple):
+    doc_passes: int = 10
+    kappa: float = 0.7
+    tau0: float = 1024.0
+
+
+def online_init(key, n_words: int, n_components: int, *, reg=None, dtype=jnp.float32) -> OnlineState:
     """Φ as :func:`topicjax.core.em.init` draws it (the same Φ for the same key); zero counts."""
-    phi = em.init(key, n_words, 1, n_topics, dtype=dtype).phi
+    phi = em.init(key, n_words, 1, n_components, dtype=dtype).phi
     z = jnp.zeros_like(phi)
-    return OnlineState(phi, z, z, jnp.zeros((), jnp.int32))
+    return OnlineState(phi, z, z, jnp.zeros((), jnp.int32), jnp.zeros((), dtype), () if reg is None else reg.params)
 
 
-def _theta_pass(phi, theta, data, regularizer, coefs):
-    """One iteration of eq. 16 for the batch's Θ with Φ fixed (regularized when R is given)."""
-    return em.normalize_columns(em.theta_counts(phi, theta, data, regularizer, coefs))
+def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update, static: OnlineStatic, n_docs: int):
+    """One batch of the online algorithm: the pass of :func:`topicjax.core.em.step` with
+    ``doc_passes`` (Θ of the batch from uniform, ``doc_passes - 1`` Θ-only iterations, then one
+    full E-step whose counts ``n̂_wt`` are added to ``pending``); when ``apply_update`` (traced)
+    ``n_wt ← (1 - ρ) n_wt + ρ pending``, ``ρ = (tau0 + t)^(-kappa)``, and Φ is the one M-step
+    :func:`topicjax.core.mstep.m_step` of the counts ``n_wt`` with the regularizer's Φ terms at
+    the batch's Θ (eq. 15)."""
+    phi = state.phi
+    T = phi.shape[1]
+    it = state.updates + 1
+    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, state.params, it))
+    theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
+
+    def inner(_, th):
+        a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
+                                     update_phi=False)[3]
+        return mstep.normalize_columns(a)
+
+    theta = jax.lax.fori_loop(0, static.doc_passes - 1, inner, theta)
+    ll, g_phi, _ = estep.expected_counts(phi, theta, data, need_theta=False)
+    pending = state.pending + phi * g_phi
+
+    def update(_):
+        rho = jnp.power(static.tau0 + state.updates.astype(phi.dtype), -static.kappa)
+        n_wt = (1 - rho) * state.n_wt + rho * pending
+        new_phi = mstep.m_step(mstep.counts_likelihood(n_wt), phi, theta, penalty)[2]
+        return state._replace(phi=new_phi, n_wt=n_wt, pending=jnp.zeros_like(pending), updates=state.updates + 1)
+
+    state = jax.lax.cond(apply_update, update, lambda _: state._replace(pending=pending), None)
+    return state._replace(loglik=ll)
 
 
-@functools.lru_cache(maxsize=32)
-def make_batch_step(regularizer: Callable | None = None, *, doc_passes: int = 10, tau0: float = 1024.0,
-                    kappa: float = 0.7):
-    """``step(state, data, n_docs_batch, apply_update, coefs) -> (state, loglik)`` for one batch.
-
-    ``data`` is the batch in the sliced layout (padded to a fixed shape), ``n_docs_batch`` the
-    (static) number of Θ columns.  Θ of the batch is inferred in ``doc_passes`` iterations from
-    uniform; its counts are added to ``pending``; when ``apply_update`` (traced bool) the online
-    update ``n_wt ← (1 - ρ) n_wt + ρ pending`` with ``ρ = (tau0 + t)^(-kappa)`` is applied and Φ
-    renormalised with the regularizer's Φ terms (eq. 15).  ``loglik`` is the batch's
-    log-likelihood under the Φ it was processed with and its final Θ.  Cached: fits with the same
-    settings reuse the compiled step.
-    """
-
-    def step(state: OnlineState, data: em.DocWordCounts, n_docs: int, apply_update, coefs: Any = None):
-        phi = state.phi
-        T = phi.shape[1]
-        theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
-        theta = jax.lax.fori_loop(0, doc_passes, lambda i, th: _theta_pass(phi, th, data, regularizer, coefs), theta)
-        ll, g_phi, _ = em.expected_counts(phi, theta, data, need_theta=False)
-        pending = state.pending + phi * g_phi
-
-        def update(_):
-            rho = jnp.power(tau0 + state.updates.astype(phi.dtype), -kappa)
-            n_wt = (1 - rho) * state.n_wt + rho * pending
-            a = n_wt
-            if regularizer is not None:
-                phi_c = jnp.maximum(phi, em.EPS)
-                r_phi = jax.grad(lambda p: jnp.asarray(regularizer(p, jnp.maximum(theta, em.EPS), coefs), phi.dtype))(phi_c)
-                a = a + phi_c * r_phi
-            new_phi = em.normalize_columns(a)
-            return OnlineState(new_phi, n_wt, jnp.zeros_like(pending), state.updates + 1)
-
-        state = jax.lax.cond(apply_update, update, lambda _: state._replace(pending=pending), None)
-        return state, ll
-
-    return jax.jit(step, static_argnums=(2,))
+def _algo_step(state, args, static):
+    data, reg, apply_update, _ = args
+    return batch_step(state, data, reg, apply_update, static[0], static[1])
 
 
-def _batch_data(batch: Batch, n_docs: int, n_chunks: int, k: int, dtype) -> em.DocWordCounts:
+def _algo_objective(state, args, static):
+    return state.loglik
+
+
+def _algo_record(state, args, static):
+    return {"updates": state.updates}
+
+
+def _algo_health(state, static):
+    return jnp.isfinite(state.phi).all() & jnp.isfinite(state.loglik), jnp.any(state.phi.sum(0) > 0)
+
+
+#: The online algorithm for :func:`topicjax.core.driver.run` (one iteration = one batch).
+ALGORITHM = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)
+
+
+def _batch_data(batch: Batch, n_docs: int, n_chunks: int, k: int, dtype) -> layout.DocWordCounts:
     """A batch in the sliced layout with ``n_docs`` Θ columns and exactly ``n_chunks`` chunks."""
     off = batch.offsets
     if batch.n_docs < n_docs:  # the last batch: empty documents fill the fixed Θ shape
         off = np.concatenate([off, np.full(n_docs - batch.n_docs, off[-1])])
-    arrays = em._sliced_layout(off, batch.words, batch.counts, em.PIECE, k, n_chunks, dtype=dtype)
-    return em.DocWordCounts(*(jnp.asarray(a) for a in arrays))
+    arrays = layout.sliced_layout(off, batch.words, batch.counts, layout.PIECE, k, n_chunks, dtype=dtype)
+    return layout.DocWordCounts(*(jnp.asarray(a) for a in arrays))
 
 
-def fit_online(store: BatchStore | str | os.PathLike, n_topics: int, *, passes: int = 1, update_every: int = 1,
-               tau0: float = 1024.0, kappa: float = 0.7, doc_passes: int = 10, regularizer: Callable | None = None,
-               coefs: Any = None, seed: int = 0, state: OnlineState | None = None, progress: bool = True,
-               callback: Callable | None = None):
+def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, passes: int = 1, update_every: int = 1,
+               tau0: float = 1024.0, kappa: float = 0.7, doc_passes: int = 10, regularizers=None,
+               random_state=0, state: OnlineState | None = None, progress: bool = True):
     """Online PLSA/ARTM over a batch store (BigARTM's ``fit_online``; see the module docstring).
 
     ``passes`` sweeps over the store, batches in order; the step size counter continues across
-    passes.  ``state`` resumes a previous fit.  ``callback(batch_index, state)`` may return a dict
-    recorded in the history.  Returns ``(phi (W, T) numpy, history)`` where history has one
-    record per batch: pass, batch, log-likelihood and perplexity of the batch under the Φ
-    *before* the batch's update (with the batch's own Θ), and ρ of the update when one was
-    applied.  In the first pass that is a progressive-validation score: words that no earlier
-    batch contained have φ = 0 there, which makes it large (Φ is plain PLSA unless a smoothing
-    regularizer is given).
+    passes.  ``regularizers``: anything :func:`topicjax.regularizers.as_regularizer` accepts (bound
+    to the batch's shape: regularizers with data about particular documents, or that need corpus
+    statistics, are refused with a clear error).  ``state`` resumes a previous fit.  Returns
+    ``(phi (W, T) numpy, history)`` where history has one record per batch: ``pass``, ``batch``,
+    ``objective`` (log-likelihood of the batch under the Φ *before* the batch's update, with the
+    batch's own Θ), ``perplexity`` and ``rho`` of the update when one was applied.  In the first
+    pass that is a progressive-validation score: words that no earlier batch contained have φ = 0
+    there, which makes it large (Φ is plain PLSA unless a smoothing regularizer is given).
+
+    With one batch holding every document, ``kappa=0`` (ρ = 1) and ``update_every=1``, each pass
+    is the offline pass of ``ARTM(doc_passes=doc_passes)``: the same model up to round-off.
     """
-    from tqdm.auto import tqdm
+    from topicjax.core.random import as_key
+    from topicjax.estimator import check_int, check_number
+    from topicjax.regularizers import Context, as_regularizer
 
     store = store if isinstance(store, BatchStore) else BatchStore(store)
-    if n_topics < 1:
-        raise ValueError(f"n_topics must be positive, got {n_topics}")
-    if update_every < 1 or passes < 0 or doc_passes < 1:
-        raise ValueError("update_every and doc_passes must be >= 1 and passes >= 0")
-    k = em.DEFAULT_CHUNK // em.PIECE
+    check_int(n_components, "n_components", 1)
+    check_int(update_every, "update_every", 1)
+    check_int(doc_passes, "doc_passes", 1)
+    check_int(passes, "passes", 0)
+    check_number(kappa, "kappa", 0.0)
+    check_number(tau0, "tau0", 0.0)
+    reg = as_regularizer(regularizers)
+    for t in reg.terms:
+        if t.per_document:
+            raise ValueError(f"regularizer {t.name!r} holds data about particular documents; the online fit sees "
+                             "batches, not documents by index")
+    k = layout.DEFAULT_CHUNK // layout.PIECE
     n_chunks = max(1, -(-store.max_pieces() // k))
     n_docs = min(store.batch_size, store.n_docs)
-    state = state if state is not None else online_init(jax.random.key(seed), store.n_words, n_topics)
-    if state.phi.shape != (store.n_words, n_topics):
-        raise ValueError(f"the state's Φ is {state.phi.shape}, the store needs ({store.n_words}, {n_topics})")
-    step = make_batch_step(regularizer, doc_passes=doc_passes, tau0=tau0, kappa=kappa)
-    history = []
+    ctx = Context(n_words=store.n_words, n_topics=int(n_components), n_docs=n_docs)
+    reg = reg.bind(ctx).resolve(max(passes * store.n_batches, 1)).cast(jnp.float32)
+    if reg.on_host:
+        raise ValueError("the online fit does not support schedules of the score history")
+    if state is None:
+        state = online_init(as_key(random_state), store.n_words, int(n_components), reg=reg)
+    if state.phi.shape != (store.n_words, n_components):
+        raise ValueError(f"the state's Φ is {state.phi.shape}, the store needs ({store.n_words}, {n_components})")
+    reg.check(state.phi, jnp.full((int(n_components), n_docs), 1.0 / n_components), state.params)
     total = passes * store.n_batches
-    bar = tqdm(total=total, desc="online EM", disable=not progress, leave=False)
-    seen = 0
-    try:
-        for p in range(passes):
-            nxt = store.batch(0)
-            for i in range(store.n_batches):
-                batch = nxt
-                data = _batch_data(batch, n_docs, n_chunks, k, np.float32)
-                seen += 1
-                apply = (seen % update_every == 0) or (seen == total)
-                rho = float(np.power(tau0 + float(state.updates), -kappa)) if apply else None
-                state, ll = step(state, data, n_docs, jnp.asarray(apply), coefs)
-                # The device works asynchronously: read the next batch while it computes.
-                if i + 1 < store.n_batches:
-                    nxt = store.batch(i + 1)
-                ll = float(ll)
-                if not np.isfinite(ll):
-                    raise em.NumericalError(f"online EM: log-likelihood is {ll} at pass {p + 1}, batch {i}")
-                n_tok = int(batch.counts.sum())
-                rec = {"pass": p + 1, "batch": i, "loglik": ll,
-                       "perplexity": float(np.exp(-ll / n_tok)) if n_tok else float("nan")}
-                if rho is not None:
-                    rec["rho"] = rho
-                if callback is not None:
-                    rec.update(callback(i, state) or {})
-                history.append(rec)
-                bar.update(1)
-    finally:
-        bar.close()
+    static = (OnlineStatic(int(doc_passes), float(kappa), float(tau0)), int(n_docs))
+    meta = []  # (pass, batch, tokens, rho) of each iteration, for the history
+
+    def before(iteration, history):
+        p, i = divmod(iteration - 1, store.n_batches)
+        batch = store.batch(i)
+        apply = (iteration % update_every == 0) or (iteration == total)
+        updates = sum(1 for m in meta if m[3] is not None)
+        meta.append((p + 1, i, int(batch.counts.sum()),
+                     float(np.power(tau0 + updates, -kappa)) if apply else None))
+        return _batch_data(batch, n_docs, n_chunks, k, np.float32), reg, jnp.asarray(apply), None
+
+    state, records = driver.run(ALGORITHM, static, state, None, max_iter=total, progress=progress, desc="online EM",
+                                before=before)
+    history = []
+    for r, (p, i, n_tok, rho) in zip(records, meta):
+        rec = {"iteration": r["iteration"], "pass": p, "batch": i, "objective": r["objective"],
+               "perplexity": float(np.exp(-r["objective"] / n_tok)) if n_tok else float("nan"),
+               "seconds": r["seconds"]}
+        if rho is not None:
+            rec["rho"] = rho
+        history.append(rec)
     return np.asarray(state.phi), history
 
 
-def infer_theta(store: BatchStore | str | os.PathLike, phi, *, n_iter: int = 30) -> Iterator[tuple[int, np.ndarray]]:
+def infer_theta(store: BatchStore | str | os.PathLike, phi, *, n_iter: int = 30,
+                regularizers=None) -> Iterator[tuple[int, np.ndarray]]:
     """Θ of the store's documents with Φ fixed, batch by batch: yields ``(first_doc, theta (T, n))``."""
+    from topicjax.regularizers import Context, as_regularizer
+
     store = store if isinstance(store, BatchStore) else BatchStore(store)
     phi = jnp.asarray(phi, jnp.float32)
     for batch in store:
-        data = em.DocWordCounts(*(jnp.asarray(a) for a in em._sliced_layout(
-            batch.offsets, batch.words, batch.counts, em.PIECE, em.DEFAULT_CHUNK // em.PIECE)))
-        theta = em.infer_theta(phi, data, batch.n_docs, n_iter=n_iter)
+        data = layout.DocWordCounts(*(jnp.asarray(a) for a in layout.sliced_layout(
+            batch.offsets, batch.words, batch.counts, layout.PIECE, layout.DEFAULT_CHUNK // layout.PIECE)))
+        ctx = Context(n_words=phi.shape[0], n_topics=phi.shape[1], n_docs=batch.n_docs, phase="transform")
+        reg = as_regularizer(regularizers).bind(ctx).cast(jnp.float32)
+        theta = em.infer_theta(phi, data, batch.n_docs, reg, n_iter=n_iter)
         yield batch.first, np.asarray(theta)
