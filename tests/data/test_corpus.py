@@ -61,18 +61,7 @@ def test_equals(tiny_corpus):
 
 
 # ---------------------------------------------------------------------- bad input (issue point 4)
-def test_negative_count_names_document_word_and_value():
-    with pytest.raises(CorpusError, match=r"document 1, word 2: count -2 is negative"):
-        Corpus.from_entries([0, 1], [0, 2], [1, -2], vocab=VOCAB3)
-
-
-def test_nan_count_names_document_and_value():
-    with pytest.raises(CorpusError, match=r"document 0, word 1: count nan is NaN"):
-        Corpus.from_entries([0, 0], [0, 1], [1.0, np.nan], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"document 1, word 0: count inf is not finite"):
-        Corpus.from_entries([0, 1], [0, 0], [1.0, np.inf], vocab=VOCAB3)
-
-
+# The bad inputs with their messages are catalogued in tests/data/test_bad_inputs.py.
 def test_non_integer_count_names_document_and_value():
     with pytest.raises(CorpusError, match=r"document 1, word 1: count 1.5 is not an integer"):
         Corpus.from_entries([0, 1], [0, 1], [2.0, 1.5], vocab=VOCAB3)
@@ -80,49 +69,6 @@ def test_non_integer_count_names_document_and_value():
     assert Corpus.from_entries([0], [1], [3.0], vocab=VOCAB3).counts.tolist() == [3]
     with pytest.raises(CorpusError, match="counts must be numeric"):
         Corpus.from_entries([0], [1], ["3"], vocab=VOCAB3)
-
-
-def test_dense_and_sparse_inputs_are_validated():
-    with pytest.raises(CorpusError, match=r"document 1: count nan for word 2 is not finite"):
-        Corpus.from_dense([[1.0, 0, 0], [0, 1, np.nan]], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"document 1, word 0: count -1 is negative"):
-        Corpus.from_sparse(sp.csr_matrix(np.array([[1, 0, 0], [-1, 1, 0]])), vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"document 0, word 2: count 0.5 is not an integer"):
-        Corpus.from_sparse(sp.csr_matrix(np.array([[1, 0, 0.5], [0, 1, 0]])), vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"expected a 2-d"):
-        Corpus.from_dense([1, 2, 3])
-
-
-def test_word_ids_outside_the_vocabulary():
-    with pytest.raises(CorpusError, match=r"document 1: word id 5 is outside the vocabulary of 3 words"):
-        Corpus.from_entries([0, 1], [0, 5], [1, 1], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"document 0: word id -1 is outside the vocabulary of 3 words"):
-        Corpus.from_entries([0], [-1], [1], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"entry 1: word id 1.5 is not an integer"):
-        Corpus.from_entries([0, 0], [0.0, 1.5], [1, 1], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"entry 1: document id 3 is outside \[0, 2\)"):
-        Corpus.from_entries([0, 3], [0, 1], [1, 1], vocab=VOCAB3, n_docs=2)
-    with pytest.raises(CorpusError, match=r"entry 0: document id -1 is negative"):
-        Corpus.from_entries([-1], [0], [1], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"shapes"):
-        Corpus.from_entries([0, 1], [0], [1, 1], vocab=VOCAB3)
-
-
-def test_duplicate_vocabulary_entry():
-    with pytest.raises(CorpusError, match=r"vocabulary entry 'a' appears twice \(positions 0 and 2\)"):
-        Corpus.from_entries([0], [0], [1], vocab=["a", "b", "a"])
-
-
-def test_empty_document_is_an_error_naming_it():
-    with pytest.raises(CorpusError, match=r"document 1 has no tokens \(1 empty document\(s\) in all\); pass empty_docs='drop'"):
-        Corpus.from_entries([0, 2], [0, 1], [1, 1], vocab=VOCAB3)
-    with pytest.raises(CorpusError, match=r"document 1 \(second\) has no tokens"):
-        Corpus.from_entries([0, 2], [0, 1], [1, 1], vocab=VOCAB3, doc_names=["first", "second", "third"])
-    # A document whose only entry has count 0 is empty too.
-    with pytest.raises(CorpusError, match=r"document 0 has no tokens"):
-        Corpus.from_entries([0, 1], [0, 1], [0, 1], vocab=VOCAB3)
-    with pytest.raises(ValueError, match="empty_docs must be"):
-        Corpus.from_entries([0], [0], [1], vocab=VOCAB3, empty_docs="skip")
 
 
 def test_empty_documents_dropped_on_request_are_recorded():

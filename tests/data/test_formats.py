@@ -1,4 +1,7 @@
-"""Readers and writers: UCI, Vowpal Wabbit, lda-c, raw text, dispatch; round trips and errors."""
+"""Readers and writers: UCI, Vowpal Wabbit, lda-c, raw text, dispatch; round trips and errors.
+
+Bad files and their messages are catalogued in tests/data/test_bad_inputs.py.
+"""
 
 from __future__ import annotations
 
@@ -74,58 +77,6 @@ def test_read_uci_slow_path_accepts_integral_float_counts_and_blank_lines(tmp_pa
 def test_read_uci_repeated_entries_are_summed(tmp_path):
     _uci(tmp_path, "1\n2\n3\n1 1 2\n1 2 1\n1 1 3\n", "a\nb\n")
     assert read_uci(tmp_path).to_dense().tolist() == [[5, 1]]
-
-
-@pytest.mark.parametrize(
-    "body, pattern",
-    [
-        # truncated: fewer entries than NNZ (the last line is named)
-        ("3\n4\n6\n1 1 2\n1 3 1\n2 2 3\n2 4 1\n3 1 1\n", r"docword\.t\.txt, line 8: the file ends after 5 entries but the header says NNZ=6 \(truncated file\?\)"),
-        ("3\n4\n6\n", r"docword\.t\.txt, line 3: the file ends after 0 entries but the header says NNZ=6"),
-        (UCI_TEXT + "3 2 1\n", r"docword\.t\.txt, line 10: more entries than NNZ=6"),
-        (UCI_TEXT.replace("2 2 3\n", "2 2\n"), r"docword\.t\.txt, line 6: expected 'docID wordID count', got '2 2'"),
-        (UCI_TEXT.replace("2 2 3\n", "2 2 3 4\n"), r"docword\.t\.txt, line 6: expected 'docID wordID count'"),
-        (UCI_TEXT.replace("2 4 1\n", "2 9 1\n"), r"docword\.t\.txt, line 7: document 2: word id 9 is outside 1\.\.4 \(W in the header\)"),
-        (UCI_TEXT.replace("2 4 1\n", "2 0 1\n"), r"docword\.t\.txt, line 7: document 2: word id 0 is outside 1\.\.4"),
-        (UCI_TEXT.replace("3 1 1\n", "4 1 1\n"), r"docword\.t\.txt, line 8: document id 4 is outside 1\.\.3 \(D in the header\)"),
-        (UCI_TEXT.replace("3 1 1\n", "x 1 1\n"), r"docword\.t\.txt, line 8: document id 'x' is not an integer"),
-        (UCI_TEXT.replace("3 4 5\n", "3 4 -5\n"), r"docword\.t\.txt, line 9: document 3, word id 4: count '-5' is negative"),
-        (UCI_TEXT.replace("3 4 5\n", "3 4 nan\n"), r"docword\.t\.txt, line 9: document 3, word id 4: count 'nan' is NaN"),
-        (UCI_TEXT.replace("3 4 5\n", "3 4 2.5\n"), r"docword\.t\.txt, line 9: document 3, word id 4: count '2\.5' is not an integer"),
-        (UCI_TEXT.replace("3 4 5\n", "3 4 five\n"), r"docword\.t\.txt, line 9: document 3, word id 4: count 'five' is not a number"),
-        (UCI_TEXT.replace("3 4 5\n", "3 4 inf\n"), r"docword\.t\.txt, line 9: document 3, word id 4: count 'inf' is not finite"),
-        ("3\nfour\n6\n", r"docword\.t\.txt, line 2: header value W \(number of words\) must be an integer, got 'four'"),
-        ("3\n4\n", r"docword\.t\.txt, line 3: truncated header: expected NNZ"),
-        ("3\n-4\n6\n", r"docword\.t\.txt, line 2: header value W \(number of words\) is negative"),
-    ],
-)
-def test_read_uci_bad_files_name_file_and_line(tmp_path, body, pattern):
-    _uci(tmp_path, body)
-    with pytest.raises(CorpusError, match=pattern):
-        read_uci(tmp_path)
-
-
-def test_read_uci_vocabulary_errors(tmp_path):
-    _uci(tmp_path, vocab="apple\nbanana\ncherry\n")
-    with pytest.raises(CorpusError, match=r"vocab\.t\.txt: 3 words but the header of .*docword\.t\.txt says W=4"):
-        read_uci(tmp_path)
-    _uci(tmp_path, vocab="apple\nbanana\napple\ndate\n")
-    with pytest.raises(CorpusError, match=r"vocab\.t\.txt, line 3: word 'apple' already appears on line 1"):
-        read_uci(tmp_path)
-    _uci(tmp_path, vocab="apple\n\ncherry\ndate\n")
-    with pytest.raises(CorpusError, match=r"vocab\.t\.txt, line 2: blank line inside the vocabulary"):
-        read_uci(tmp_path)
-    (tmp_path / "vocab.t.txt").unlink()
-    with pytest.raises(CorpusError, match=r"docword\.t\.txt: no vocab\.t\.txt beside it"):
-        read_uci(tmp_path)
-
-
-def test_read_uci_truncated_gzip(tmp_path):
-    docword = _uci(tmp_path, gz=True)
-    data = docword.read_bytes()
-    docword.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CorpusError, match=r"docword\.t\.txt\.gz: the gzip stream ends early \(truncated file\)"):
-        read_uci(tmp_path)
 
 
 def test_read_uci_empty_documents(tmp_path):
@@ -220,25 +171,6 @@ def test_read_vw_label_modality(tmp_path):
         read_vw(bad, label_modality="@labels")
 
 
-@pytest.mark.parametrize(
-    "line, pattern",
-    [
-        ("d2 a:2.5 b", r"x\.vw, line 2: document 'd2': token 'a:2\.5': count '2\.5' is not an integer"),
-        ("d2 a b:-1", r"x\.vw, line 2: document 'd2': token 'b:-1': count '-1' is negative"),
-        ("d2 |@t a:nan", r"x\.vw, line 2: document 'd2': token 'a:nan': count 'nan' is NaN"),
-        ("d2 a:x", r"x\.vw, line 2: document 'd2': token 'a:x': count 'x' is not a number"),
-        ("d2 a: b", r"x\.vw, line 2: document 'd2': malformed token 'a:' \(expected word or word:count\)"),
-        ("d2 :3", r"x\.vw, line 2: document 'd2': malformed token ':3'"),
-        ("d2", r"x\.vw, line 2: document 'd2' has no tokens \(1 empty document\(s\) in all\); pass empty_docs='drop'"),
-        ("d2 |@tag", r"x\.vw, line 2: document 'd2' has no tokens"),
-    ],
-)
-def test_read_vw_bad_lines(tmp_path, line, pattern):
-    path = _write(tmp_path / "x.vw", f"d1 a b\n{line}\nd3 c\n")
-    with pytest.raises(CorpusError, match=pattern):
-        read_vw(path)
-
-
 def test_read_vw_empty_documents_dropped(tmp_path):
     c = read_vw(_write(tmp_path / "e.vw", "d1 a\nd2\nd3 b |@tag\nd4 |@t\n"), empty_docs="drop")
     assert c.doc_names == ("d1", "d3") and c.dropped_docs.tolist() == [1, 3]
@@ -317,30 +249,6 @@ def test_read_ldac_vocabulary_forms(tmp_path):
     assert Corpus.from_ldac(path).vocab == ("p", "q", "r", "s")
     with pytest.raises(CorpusError, match=r"n_words=5 but .*words\.txt has 4 words"):
         read_ldac(path, v, n_words=5)
-
-
-@pytest.mark.parametrize(
-    "text, pattern",
-    [
-        ("2 0:2 2:1\n3 1:3 3:1\n", r"c\.ldac, line 2: document 1: the line starts with N=3 but has 2 id:count pairs"),
-        ("2 0:2 2:1\n1 1:3 3:1\n", r"c\.ldac, line 2: document 1: the line starts with N=1 but has 2"),
-        ("2 0:2 2:1\nx 1:3\n", r"c\.ldac, line 2: expected the number of pairs first, got 'x'"),
-        ("2 0:2 2-1\n", r"c\.ldac, line 1: document 0: malformed pair '2-1' \(expected id:count\)"),
-        ("1 0:2\n1 :4\n", r"c\.ldac, line 2: document 1: malformed pair ':4'"),
-        ("1 0:2\n1 9:4\n", r"c\.ldac, line 2: document 1: word id 9 is outside the vocabulary of 4 words \(the given vocabulary\)"),
-        ("1 0:2\n1 -1:4\n", r"c\.ldac, line 2: document 1: word id -1 is negative"),
-        ("1 0:2\n1 a:4\n", r"c\.ldac, line 2: word id 'a' is not an integer"),
-        ("1 0:2\n1 2:-4\n", r"c\.ldac, line 2: document 1, word id 2: count '-4' is negative"),
-        ("1 0:2\n1 2:NaN\n", r"c\.ldac, line 2: document 1, word id 2: count 'NaN' is NaN"),
-        ("1 0:2\n1 2:0.5\n", r"c\.ldac, line 2: document 1, word id 2: count '0\.5' is not an integer"),
-        ("1 0:2\n\n1 2:1\n", r"c\.ldac, line 2: blank line \(a document without words is written '0'\)"),
-        ("1 0:2\n0\n1 2:1\n", r"c\.ldac, line 2: document 1 has no tokens \(1 empty document\(s\) in all\)"),
-    ],
-)
-def test_read_ldac_bad_lines(tmp_path, text, pattern):
-    path = _write(tmp_path / "c.ldac", text)
-    with pytest.raises(CorpusError, match=pattern):
-        read_ldac(path, ["a", "b", "c", "d"])
 
 
 def test_read_ldac_drop_empty_and_trailing_newlines(tmp_path):

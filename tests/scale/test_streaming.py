@@ -63,7 +63,7 @@ def test_convert_uci_keeps_empty_documents_and_names_bad_lines(tmp_path):
     with pytest.raises(CorpusError, match=r"line 5: document 1 comes after document 3"):
         streaming.convert_uci(tmp_path, tmp_path / "s2")
     (tmp_path / "docword.t.txt").write_text("4\n3\n3\n1 1 2\n1 3 x\n")
-    with pytest.raises(CorpusError, match=r"line 5: expected 'docID wordID count'"):
+    with pytest.raises(CorpusError, match=r"line 5: document 1, word id 3: count 'x' is not a number"):
         streaming.convert_uci(tmp_path, tmp_path / "s3")
     (tmp_path / "docword.t.txt").write_text("4\n3\n3\n1 1 2\n1 3 1\n")
     with pytest.raises(CorpusError, match="NNZ=3 but the file has 2 entries"):

@@ -30,19 +30,104 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Corpus", "CorpusError"]
+__all__ = [
+    "Corpus",
+    "CorpusError",
+    "CorpusWarning",
+    "MAX_ID",
+    "MAX_PLACEHOLDER_WORDS",
+    "INFERRED_SLACK",
+    "inferred_size_limit",
+    "first_missing",
+]
 
 
 class CorpusError(ValueError):
     """Invalid corpus content; the message names the document, line or value that is wrong."""
 
 
+class CorpusWarning(UserWarning):
+    """Content that is read as it is but may not mean what was intended (e.g. two documents of a
+    Vowpal Wabbit file with one name)."""
+
+
+#: Document and word ids are stored as ``int32``: no size (documents, words) may exceed this.
+MAX_ID = int(np.iinfo(np.int32).max)
+
+#: The largest vocabulary of placeholder names ``w0, w1, ...`` made when no vocabulary is given
+#: (a tuple of that many strings costs about 0.3 GB and a second to build): pass the vocabulary
+#: for wider matrices.
+MAX_PLACEHOLDER_WORDS = 1 << 22
+
+#: See :func:`inferred_size_limit`.
+INFERRED_SLACK = 1024
+
+
+def inferred_size_limit(n_seen: int) -> int:
+    """The largest size that may be *inferred* from ids, or read from a file header, when only
+    ``n_seen`` distinct ids occur in the data: ``2 * n_seen + INFERRED_SLACK``.
+
+    A vocabulary inferred from the largest word id (lda-c without a vocabulary,
+    :meth:`Corpus.from_lists` without ``vocab``), a number of documents inferred from the largest
+    document id, integer labels or modalities taken as column indices, or a UCI header's ``D``
+    with ``empty_docs="drop"``: each must stay within this bound of what the data shows, so a
+    single hostile id (``1 99999999999:1``) is an error naming it instead of an allocation of
+    1e11 names.  Ids that never occur are never renumbered silently: a corpus whose ids really
+    are that sparse is read by giving the size explicitly (``vocab``, ``n_words``, ``n_docs``,
+    ``label_names``).
+
+    >>> inferred_size_limit(10)
+    1044
+    """
+    return 2 * int(n_seen) + INFERRED_SLACK
+
+
+def first_missing(present: np.ndarray, n: int) -> int | None:
+    """The smallest of ``0 .. n-1`` not in the sorted distinct ``present`` (None when all are);
+    O(len(present)), never O(n), so that a huge ``n`` costs nothing.
+
+    >>> first_missing(np.array([0, 1, 3]), 5), first_missing(np.array([0, 1]), 2)
+    (2, None)
+    """
+    present = np.asarray(present)
+    k = min(int(present.size), int(n))
+    gaps = np.flatnonzero(present[:k] != np.arange(k))
+    if gaps.size:
+        return int(gaps[0])
+    return k if k < n else None
+
+
+def _size(value, name: str) -> int:
+    """A size given by the caller (``n_docs``, ``n_words``): an integer in ``[0, MAX_ID]``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise CorpusError(f"{name} must be a non-negative integer, got {value!r}")
+    value = int(value)
+    if value < 0:
+        raise CorpusError(f"{name} must be a non-negative integer, got {value}")
+    if value > MAX_ID:
+        raise CorpusError(f"{name}={value} is more than {MAX_ID} (ids are stored as int32)")
+    return value
+
+
 def _as_vocab(vocab, n_words: int | None) -> tuple[str, ...]:
     if vocab is None:
         if n_words is None:
             raise CorpusError("either vocab or n_words must be given")
+        n_words = _size(n_words, "n_words")
+        if n_words > MAX_PLACEHOLDER_WORDS:
+            raise CorpusError(
+                f"n_words={n_words} without a vocabulary: placeholder names are made for at most "
+                f"{MAX_PLACEHOLDER_WORDS} words; pass the vocabulary"
+            )
         return tuple(f"w{i}" for i in range(n_words))
+    if isinstance(vocab, (str, bytes)):
+        raise CorpusError(f"vocab must be a sequence of words, not a single string ({vocab[:40]!r})")
     vocab = tuple(str(v) for v in vocab)
+    if len(vocab) > MAX_ID:
+        raise CorpusError(f"the vocabulary has {len(vocab)} words, more than {MAX_ID} (ids are stored as int32)")
     if len(set(vocab)) != len(vocab):
         seen: dict[str, int] = {}
         for i, v in enumerate(vocab):
@@ -50,6 +135,22 @@ def _as_vocab(vocab, n_words: int | None) -> tuple[str, ...]:
                 raise CorpusError(f"vocabulary entry {v!r} appears twice (positions {seen[v]} and {i})")
             seen[v] = i
     return vocab
+
+
+def _as_numbers(values, name: str) -> np.ndarray:
+    """``values`` as a numeric array.  numpy makes an object array of a list holding ``None``, a
+    string among numbers or an integer beyond 64 bits: the first such entry is named."""
+    arr = np.asarray(values)
+    if arr.dtype != object:
+        return arr
+    flat = arr.ravel().tolist()
+    for i, v in enumerate(flat):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise CorpusError(f"entry {i}: {name} {v!r} is not a number")
+        if isinstance(v, (int, np.integer)) and not -(2**63) <= int(v) < 2**63:
+            raise CorpusError(f"entry {i}: {name} {v} does not fit in 64 bits")
+    exact = all(isinstance(v, (int, np.integer)) for v in flat)  # ints stay exact
+    return np.asarray(flat, np.int64 if exact else np.float64).reshape(arr.shape)
 
 
 def _check_counts(counts: np.ndarray, doc_ids: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
@@ -149,6 +250,12 @@ class Corpus:
         matrix.  ``empty_docs`` is ``"error"`` (default: a document without tokens is an error
         naming it) or ``"drop"`` (such documents are removed and listed in ``dropped_docs``).
 
+        Sizes: ``n_docs`` and ``n_words`` given by the caller are taken as given, up to
+        :data:`MAX_ID` (ids are int32; a placeholder vocabulary up to :data:`MAX_PLACEHOLDER_WORDS`),
+        and cost memory only where the result holds them (``dropped_docs`` with
+        ``empty_docs="drop"``; nothing when an empty document is an error).  Sizes *inferred*
+        from the largest id are bounded by :func:`inferred_size_limit`.
+
         >>> Corpus.from_entries([0], [3], [1], vocab=["a", "b"])
         Traceback (most recent call last):
         ...
@@ -156,23 +263,39 @@ class Corpus:
         """
         if empty_docs not in ("error", "drop"):
             raise ValueError(f"empty_docs must be 'error' or 'drop', got {empty_docs!r}")
-        doc_ids = np.asarray(doc_ids)
-        word_ids = np.asarray(word_ids)
-        if not (doc_ids.shape == word_ids.shape == np.shape(counts)) or doc_ids.ndim != 1:
+        doc_ids = _as_numbers(doc_ids, "document id")
+        word_ids = _as_numbers(word_ids, "word id")
+        counts = _as_numbers(counts, "count")
+        if not (doc_ids.shape == word_ids.shape == counts.shape) or doc_ids.ndim != 1:
             raise CorpusError(
                 f"doc_ids, word_ids and counts must be 1-d arrays of one length, got shapes "
-                f"{doc_ids.shape}, {word_ids.shape}, {np.shape(counts)}"
+                f"{doc_ids.shape}, {word_ids.shape}, {counts.shape}"
             )
         for name, arr in (("document id", doc_ids), ("word id", word_ids)):
             if arr.size and arr.dtype.kind not in "iu":
+                if arr.dtype.kind in "US":
+                    for i, v in enumerate(arr.tolist()):
+                        try:
+                            float(v)
+                        except ValueError:
+                            raise CorpusError(f"entry {i}: {name} {v!r} is not a number") from None
                 if arr.dtype.kind != "f":
                     raise CorpusError(f"{name}s must be integers, got dtype {arr.dtype}")
                 bad = ~np.isfinite(arr) | (arr != np.round(arr))
                 if bad.any():
                     i = int(np.flatnonzero(bad)[0])
                     raise CorpusError(f"entry {i}: {name} {arr[i]} is not an integer")
+                bad = np.abs(arr) >= 2.0**63
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise CorpusError(f"entry {i}: {name} {arr[i]} does not fit in 64 bits")
+            if arr.dtype.kind == "u" and arr.size and arr.max() >= 2**63:
+                i = int(np.argmax(arr))
+                raise CorpusError(f"entry {i}: {name} {arr[i]} does not fit in 64 bits")
         doc_ids = doc_ids.astype(np.int64)
         word_ids = word_ids.astype(np.int64)
+        # Sizes are checked before anything of that size is allocated (a placeholder vocabulary,
+        # per-document arrays): see inferred_size_limit.
         vocab_t = _as_vocab(vocab, n_words)
         if n_words is not None and vocab is not None and n_words != len(vocab_t):
             raise CorpusError(f"n_words={n_words} but the vocabulary has {len(vocab_t)} entries")
@@ -187,17 +310,24 @@ class Corpus:
             raise CorpusError(
                 f"document {int(doc_ids[i])}: word id {int(word_ids[i])} is outside the vocabulary of {W} words"
             )
+        n_docs_from_ids = None
         if n_docs is None:
             # Documents after the last one with an entry are empty; the per-document names or
             # labels, when given, say how many documents there are.
             n_docs = int(doc_ids.max()) + 1 if doc_ids.size else 0
+            if n_docs > MAX_ID:
+                i = int(np.argmax(doc_ids))
+                raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is more than {MAX_ID - 1} (int32)")
+            n_docs_from_ids = n_docs
             if doc_names is not None:
                 n_docs = max(n_docs, len(doc_names))
             if labels is not None and hasattr(labels, "__len__"):
                 n_docs = max(n_docs, len(labels))
-        elif doc_ids.size and doc_ids.max() >= n_docs:
-            i = int(np.argmax(doc_ids))
-            raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is outside [0, {n_docs})")
+        else:
+            n_docs = _size(n_docs, "n_docs")
+            if doc_ids.size and doc_ids.max() >= n_docs:
+                i = int(np.argmax(doc_ids))
+                raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is outside [0, {n_docs})")
 
         # Zero entries carry no information; drop them and merge duplicates by summing.
         keep = counts > 0
@@ -212,6 +342,17 @@ class Corpus:
                 raise CorpusError("a merged count does not fit in int32")
             counts = counts.astype(np.int32)
             doc_ids, word_ids = doc_ids[start], word_ids[start]
+        # Documents with tokens, from the sorted entries: O(nnz), whatever n_docs says.
+        present = doc_ids[np.concatenate([[True], doc_ids[1:] != doc_ids[:-1]])] if doc_ids.size else doc_ids
+        n_empty = n_docs - int(present.size)
+        if (
+            n_empty and n_docs_from_ids is not None and n_docs == n_docs_from_ids
+            and n_docs > inferred_size_limit(present.size)
+        ):
+            raise CorpusError(
+                f"document id {n_docs - 1} would make {n_docs} documents of which only {present.size} have "
+                f"tokens (more than {inferred_size_limit(present.size)} is not inferred from ids); pass n_docs"
+            )
 
         labels_m, label_names_t = _labels_matrix(labels, label_names, n_docs)
         modalities_a, modality_names_t = _modalities(modalities, modality_names, W)
@@ -220,27 +361,25 @@ class Corpus:
             if len(doc_names) != n_docs:
                 raise CorpusError(f"{len(doc_names)} document names for {n_docs} documents")
 
-        lengths = np.bincount(doc_ids, weights=counts, minlength=n_docs) if n_docs else np.zeros(0)
-        empty = np.flatnonzero(lengths == 0)
         dropped = np.zeros(0, np.int64)
-        if empty.size:
+        if n_empty:
             if empty_docs == "error":
-                which = f"document {int(empty[0])}" + (
-                    f" ({doc_names[int(empty[0])]})" if doc_names is not None else ""
-                )
+                first = first_missing(present, n_docs)
+                which = f"document {first}" + (f" ({doc_names[first]})" if doc_names is not None else "")
                 raise CorpusError(
-                    f"{which} has no tokens ({empty.size} empty document(s) in all); "
+                    f"{which} has no tokens ({n_empty} empty document(s) in all); "
                     "pass empty_docs='drop' to remove them"
                 )
-            keep_docs = lengths > 0
-            new_index = np.cumsum(keep_docs) - 1
-            doc_ids = new_index[doc_ids]
-            n_docs = int(keep_docs.sum())
+            # O(entries) renumbering; the only array of size n_docs is dropped_docs itself.
+            doc_ids = np.searchsorted(present, doc_ids)
             if labels_m is not None:
-                labels_m = labels_m[keep_docs]
+                labels_m = labels_m[present]
             if doc_names is not None:
-                doc_names = tuple(n for n, k in zip(doc_names, keep_docs) if k)
-            dropped = empty.astype(np.int64)
+                doc_names = tuple(doc_names[i] for i in present.tolist())
+            empty_mask = np.ones(n_docs, bool)
+            empty_mask[present] = False
+            dropped = np.flatnonzero(empty_mask).astype(np.int64)
+            n_docs = int(present.size)
         return cls(
             doc_ids=doc_ids.astype(np.int32),
             word_ids=word_ids.astype(np.int32),
@@ -257,7 +396,12 @@ class Corpus:
 
     @classmethod
     def from_dense(cls, matrix, vocab: Sequence[str] | None = None, **kwargs) -> "Corpus":
-        """From a dense ``(n_docs, n_words)`` count matrix (documents are rows)."""
+        """From a dense ``(n_docs, n_words)`` count matrix (documents are rows).
+
+        A matrix has no vocabulary: column ``j`` *is* word ``j`` of ``vocab`` (or ``w{j}``), so the
+        columns must be in the vocabulary's order, and a matrix for a fitted model must have its
+        columns in the order of the model's vocabulary (a permutation is not detectable).
+        """
         m = np.asarray(matrix)
         if m.ndim != 2:
             raise CorpusError(f"expected a 2-d (documents x words) matrix, got shape {m.shape}")
@@ -269,7 +413,13 @@ class Corpus:
 
     @classmethod
     def from_sparse(cls, matrix, vocab: Sequence[str] | None = None, **kwargs) -> "Corpus":
-        """From a scipy.sparse ``(n_docs, n_words)`` matrix, e.g. CountVectorizer's output."""
+        """From a scipy.sparse ``(n_docs, n_words)`` matrix, e.g. CountVectorizer's output.
+
+        Columns are positional, as in :meth:`from_dense`: column ``j`` is word ``j`` of ``vocab``
+        (``CountVectorizer.get_feature_names_out()`` for its output).  Without ``vocab`` the words
+        are named ``w0, w1, ...`` (at most :data:`MAX_PLACEHOLDER_WORDS` of them); the matrix's
+        shape is taken as given (its empty rows are empty documents).
+        """
         if not sp.issparse(matrix):
             return cls.from_dense(matrix, vocab, **kwargs)
         coo = sp.coo_matrix(matrix)
@@ -282,7 +432,11 @@ class Corpus:
     ) -> "Corpus":
         """From gensim-style documents: an iterable of ``[(word_id, count), ...]`` lists.
 
-        ``vocab`` may also be a mapping ``id -> word`` such as a gensim ``Dictionary``.
+        ``vocab`` may also be a mapping ``id -> word`` such as a gensim ``Dictionary``.  Without
+        ``vocab`` or ``n_words`` the vocabulary is ``w0 .. w{largest id}``, inferred only while the
+        largest id is within :func:`inferred_size_limit` of the number of distinct ids (so a stray
+        id ``10**8`` is an error naming it, not a vocabulary of 100M words); pass ``n_words`` or
+        ``vocab`` for sparser ids.
         """
         d_list, w_list, c_list = [], [], []
         n = 0
@@ -303,11 +457,24 @@ class Corpus:
                 raise CorpusError(f"the vocabulary mapping has no word for id {gaps[0]} (ids must be 0..{len(mapping) - 1})")
             vocab = [mapping[i] for i in range(len(mapping))]
         kwargs.setdefault("n_docs", n)
-        if vocab is None and "n_words" not in kwargs:
-            kwargs["n_words"] = (max(w_list) + 1) if w_list else 0
-        return cls.from_entries(
-            np.asarray(d_list, np.int64), np.asarray(w_list), np.asarray(c_list), vocab=vocab, **kwargs
-        )
+        w_arr = _as_numbers(w_list, "word id")
+        if vocab is None and kwargs.get("n_words") is None:
+            kwargs["n_words"] = 0
+            if w_arr.size:
+                ok = np.issubdtype(w_arr.dtype, np.number) and bool(np.all(np.isfinite(w_arr)))
+                top = int(np.max(w_arr)) if ok else 0
+                if ok and top >= 0 and np.all(w_arr == np.round(w_arr)):
+                    n_distinct = int(np.unique(w_arr).size)
+                    if top + 1 > inferred_size_limit(n_distinct):
+                        i = int(np.argmax(w_arr))
+                        raise CorpusError(
+                            f"document {d_list[i]}: word id {top} would make a vocabulary of {top + 1} words for "
+                            f"{n_distinct} distinct ids (more than {inferred_size_limit(n_distinct)} is not "
+                            "inferred); pass vocab or n_words"
+                        )
+                    kwargs["n_words"] = top + 1
+                # otherwise from_entries names the bad id
+        return cls.from_entries(np.asarray(d_list, np.int64), w_arr, _as_numbers(c_list, "count"), vocab=vocab, **kwargs)
 
     @classmethod
     def from_texts(
@@ -686,7 +853,15 @@ def _labels_matrix(labels, label_names, n_docs: int):
             for v in ls:
                 if v < 0:
                     raise CorpusError(f"document {d}: label {v} is negative")
-        names = tuple(str(i) for i in range(int(max(values)) + 1))
+        n_distinct = len(set(int(v) for v in values))
+        top = int(max(values))
+        if top + 1 > inferred_size_limit(n_distinct):
+            d = next(d for d, ls in enumerate(per_doc) if any(int(v) == top for v in ls))
+            raise CorpusError(
+                f"document {d}: integer label {top} would make {top + 1} label columns for {n_distinct} distinct "
+                f"labels (more than {inferred_size_limit(n_distinct)} is not inferred); pass label_names or string labels"
+            )
+        names = tuple(str(i) for i in range(top + 1))
     else:
         names = tuple(sorted({str(v) for v in values}))
     index = {n: i for i, n in enumerate(names)}
@@ -711,6 +886,13 @@ def _modalities(modalities, modality_names, n_words: int):
     if mod.shape != (n_words,):
         raise CorpusError(f"modalities must give one modality per word ({n_words}), got shape {mod.shape}")
     if mod.dtype.kind in "iu":
+        if modality_names is None and mod.size:
+            n_distinct = int(np.unique(mod).size)
+            if mod.min() >= 0 and int(mod.max()) + 1 > inferred_size_limit(n_distinct):
+                raise CorpusError(
+                    f"word {int(np.argmax(mod))}: modality index {int(mod.max())} would make {int(mod.max()) + 1} "
+                    f"modalities for {n_distinct} distinct indices; pass modality_names"
+                )
         names = tuple(modality_names) if modality_names is not None else tuple(f"m{i}" for i in range(int(mod.max()) + 1 if mod.size else 0))
         if mod.size and (mod.min() < 0 or mod.max() >= len(names)):
             raise CorpusError(f"modality index outside [0, {len(names)})")

@@ -65,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.core import driver, em, estep, layout, mstep
-from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.data.corpus import INFERRED_SLACK, MAX_ID, Corpus, CorpusError, CorpusWarning, inferred_size_limit
 
 __all__ = [
     "BatchStore",
@@ -111,27 +111,55 @@ class BatchStore:
         meta_path = self.folder / "meta.json"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{self.folder} is not a batch store (no meta.json)")
-        meta = json.loads(meta_path.read_text())
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise CorpusError(f"{meta_path}: not valid JSON ({e})") from None
+        if not isinstance(meta, dict):
+            raise CorpusError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
         if meta.get("format") != FORMAT:
             raise CorpusError(f"{meta_path}: unknown format {meta.get('format')!r} (expected {FORMAT!r})")
         self.meta = meta
-        self.n_docs = int(meta["n_docs"])
-        self.n_words = int(meta["n_words"])
-        self.nnz = int(meta["nnz"])
-        self.n_tokens = int(meta["n_tokens"])
-        self.batch_size = int(meta["batch_size"])
+        # Every size is checked against the files actually present before anything is read, so
+        # a hostile meta.json cannot make the store allocate more than its files hold.
+        self.n_docs = _meta_int(meta, "n_docs", meta_path, high=MAX_ID)
+        self.n_words = _meta_int(meta, "n_words", meta_path, high=MAX_ID)
+        self.nnz = _meta_int(meta, "nnz", meta_path)
+        self.n_tokens = _meta_int(meta, "n_tokens", meta_path)
+        self.batch_size = _meta_int(meta, "batch_size", meta_path, low=1)
         for name, size in (("offsets.bin", 8 * (self.n_docs + 1)), ("words.bin", 4 * self.nnz),
                            ("counts.bin", 4 * self.nnz)):
-            actual = (self.folder / name).stat().st_size if (self.folder / name).exists() else -1
+            actual = (self.folder / name).stat().st_size if (self.folder / name).is_file() else -1
             if actual != size:
                 raise CorpusError(f"{self.folder / name}: {actual} bytes, expected {size} (truncated or missing)")
+        first, last = self._read("offsets.bin", np.int64, 0, 1)[0], self._read(
+            "offsets.bin", np.int64, self.n_docs, self.n_docs + 1)[0]
+        if first != 0 or last != self.nnz:
+            raise CorpusError(f"{self.folder / 'offsets.bin'}: offsets run from {first} to {last}, expected 0 to "
+                              f"nnz={self.nnz}")
+        vocab_path = self.folder / "vocab.txt"
+        if not vocab_path.is_file():
+            raise CorpusError(f"{vocab_path}: missing")
+        n_lines = 0
+        with open(vocab_path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                n_lines += chunk.count(b"\n")
+        if n_lines != self.n_words:
+            raise CorpusError(f"{vocab_path}: {n_lines} lines but meta.json says n_words={self.n_words}")
 
     @property
     def n_batches(self) -> int:
         return -(-self.n_docs // self.batch_size)
 
     def vocab(self) -> list[str]:
-        return (self.folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+        path = self.folder / "vocab.txt"
+        try:
+            words = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{path}: not valid utf-8 ({e})") from None
+        if len(words) != self.n_words:
+            raise CorpusError(f"{path}: {len(words)} lines but meta.json says n_words={self.n_words}")
+        return words
 
     def _read(self, name: str, dtype, start: int, stop: int) -> np.ndarray:
         """Entries [start, stop) of a flat binary array, through a map of that range only."""
@@ -143,14 +171,33 @@ class BatchStore:
         del mm
         return out
 
+    def _offsets(self, first: int, last: int) -> np.ndarray:
+        """Offsets of documents ``first .. last`` (``last + 1`` values), checked: non-decreasing
+        and within ``[0, nnz]`` (so no read beyond the entries is ever attempted)."""
+        off = self._read("offsets.bin", np.int64, first, last + 1)
+        bad = np.flatnonzero((off[1:] < off[:-1]) | (off[1:] > self.nnz))
+        if bad.size or (off.size and not 0 <= off[0] <= self.nnz):
+            d = first + (int(bad[0]) if bad.size else 0)
+            raise CorpusError(f"{self.folder / 'offsets.bin'}: document {d}: offsets {off[d - first]} .. "
+                              f"{off[d - first + 1] if d - first + 1 < off.size else '?'} are not a range of "
+                              f"0..{self.nnz} (corrupt store)")
+        return off
+
     def batch(self, i: int) -> Batch:
         if not 0 <= i < self.n_batches:
             raise IndexError(f"batch {i} is outside 0..{self.n_batches - 1}")
         first = i * self.batch_size
         last = min(self.n_docs, first + self.batch_size)
-        off = self._read("offsets.bin", np.int64, first, last + 1)
+        off = self._offsets(first, last)
         words = self._read("words.bin", np.int32, int(off[0]), int(off[-1]))
         counts = self._read("counts.bin", np.int32, int(off[0]), int(off[-1]))
+        for name, arr, high in (("words.bin", words, self.n_words), ("counts.bin", counts, None)):
+            bad = np.flatnonzero((arr < 0) | (arr >= high if high is not None else False))
+            if bad.size:
+                j = int(bad[0])
+                d = first + int(np.searchsorted(off, off[0] + j, side="right")) - 1
+                what = f"word id {arr[j]} is outside 0..{high - 1}" if high is not None else f"count {arr[j]} is negative"
+                raise CorpusError(f"{self.folder / name}: document {d}: {what} (corrupt store)")
         return Batch(first, off - off[0], words, counts)
 
     def __iter__(self) -> Iterator[Batch]:
@@ -165,18 +212,27 @@ class BatchStore:
         best = 0
         for i in range(self.n_batches):
             first = i * self.batch_size
-            off = self._read("offsets.bin", np.int64, first, min(self.n_docs, first + self.batch_size) + 1)
+            off = self._offsets(first, min(self.n_docs, first + self.batch_size))
             best = max(best, int((-(-np.diff(off) // width)).sum()))
         return best
 
     def corpus(self, empty_docs: str = "error") -> Corpus:
         """The whole store as a Corpus (loads everything: for small stores).  ``empty_docs`` as in
         :meth:`Corpus.from_entries` (``"drop"`` renumbers the remaining documents)."""
-        off = self._read("offsets.bin", np.int64, 0, self.n_docs + 1)
+        off = self._offsets(0, self.n_docs)
         words = self._read("words.bin", np.int32, 0, self.nnz)
         counts = self._read("counts.bin", np.int32, 0, self.nnz)
         docs = np.repeat(np.arange(self.n_docs), np.diff(off))
         return Corpus.from_entries(docs, words, counts, vocab=self.vocab(), n_docs=self.n_docs, empty_docs=empty_docs)
+
+
+def _meta_int(meta: dict, key: str, path, *, low: int = 0, high: int | None = None) -> int:
+    """``meta[key]``: an integer in ``[low, high]``, else an error naming the file and the key."""
+    v = meta.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise CorpusError(f"{path}: {key} must be an integer {bound}, got {v!r}")
+    return v
 
 
 class _Writer:
@@ -205,6 +261,11 @@ class _Writer:
         self.nnz = int(ends[-1])
         self.n_tokens += int(np.asarray(counts, np.int64).sum())
 
+    def abort(self) -> None:
+        """Close the files of a conversion that failed (the folder stays without meta.json)."""
+        for f in self.fh.values():
+            f.close()
+
     def close(self, vocab: list[str], extra: dict | None = None) -> "BatchStore":
         for f in self.fh.values():
             f.close()
@@ -228,27 +289,81 @@ def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> B
     """
     writer = None
     vocab = None
-    for i, part in enumerate(parts):
-        if vocab is None:
-            vocab = list(part.vocab)
-            writer = _Writer(folder, batch_size, "corpus parts")
-        elif tuple(part.vocab) != tuple(vocab):
-            raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
-        writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    try:
+        for i, part in enumerate(parts):
+            if vocab is None:
+                vocab = list(part.vocab)
+                writer = _Writer(folder, batch_size, "corpus parts")
+            elif tuple(part.vocab) != tuple(vocab):
+                raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
+            writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
     if writer is None:
         raise CorpusError("no corpus parts to store")
     return writer.close(vocab)
 
 
-def _text_lines(path, encoding: str):
-    """Decoded lines of a text file, gunzipped on the fly when it starts with the gzip magic."""
+#: The longest line of a docword file read by :func:`convert_uci` (an entry is three integers;
+#: a longer line is not an entry, and reading it whole could hold a gigabyte line in memory).
+UCI_MAX_LINE = 1 << 12
+
+
+def _binary(path):
+    """The file's bytes as a stream, gunzipped on the fly when it starts with the gzip magic."""
     import gzip
-    import io
 
     with open(path, "rb") as probe:
         gz = probe.read(2) == b"\x1f\x8b"
-    raw = gzip.open(path, "rb") if gz else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding=encoding)
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
+def _decode_failure(path, encoding: str) -> CorpusError:
+    """The error for a file that is not valid ``encoding``, naming the first bad line (a second
+    pass over the bytes, line by line: the text reader decodes in chunks, so it cannot say)."""
+    try:
+        with _binary(path) as raw:
+            for ln, line in enumerate(raw, 1):
+                try:
+                    line.decode(encoding)
+                except UnicodeDecodeError as e:
+                    return CorpusError(f"{path}, line {ln}: byte {line[e.start:e.start + 1]!r} is not valid {encoding}; "
+                                       "pass encoding='latin-1' (or the file's encoding)")
+    except Exception:  # noqa: BLE001 - the stream's own fault is reported where it is met
+        pass
+    return CorpusError(f"{path}: not valid {encoding}; pass encoding='latin-1' (or the file's encoding)")
+
+
+def _numbered_lines(path, encoding: str, max_line: int | None = None) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a text file read as a stream (gzip recognised by its magic).
+
+    Lines end at ``\\n`` only, as in :func:`topicjax.data.formats.split_lines`, so that line numbers
+    agree with the in-memory readers.  A decoding error, a corrupt or truncated gzip stream, or a
+    line longer than ``max_line`` characters is a :class:`CorpusError` naming the file.
+    """
+    import gzip
+    import io
+    import zlib
+
+    ln = 0
+    with io.TextIOWrapper(_binary(path), encoding=encoding, newline="\n") as fh:
+        while True:
+            try:
+                line = fh.readline(max_line + 1 if max_line else -1)
+            except UnicodeDecodeError:
+                raise _decode_failure(path, encoding) from None
+            except EOFError:
+                raise CorpusError(f"{path}: the gzip stream ends early (truncated file)") from None
+            except (gzip.BadGzipFile, zlib.error, OSError) as e:
+                raise CorpusError(f"{path}: corrupt gzip data ({e})") from None
+            if not line:
+                return
+            ln += 1
+            if max_line and len(line) > max_line and not line.endswith("\n"):
+                raise CorpusError(f"{path}, line {ln}: longer than {max_line} characters (not a docword entry)")
+            yield ln, line
 
 
 def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch_size: int = 1000,
@@ -257,50 +372,58 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
 
     The docword file is read ``block_lines`` lines at a time, so memory is one block whatever the
     corpus size; its entries must be grouped by document in increasing order (as UCI files are).
-    Documents of the header's D without entries are kept as empty documents.  Errors name the
-    file and line.
+    Each block is parsed by :func:`topicjax.data.formats.parse_uci_entries`, so lines are accepted or
+    refused, with the same messages naming the file and line, exactly as by
+    :func:`topicjax.data.formats.read_uci`.  Documents of the header's D without entries are kept as
+    empty documents, within :func:`~topicjax.data.corpus.inferred_size_limit` of the documents that have
+    entries (a header ``D = 10**9`` or a jump of the document ids to 10**9 is an error, not a
+    gigabyte of offsets).
     """
     from topicjax.data import formats
 
-    docword, vocab_src = formats._find_uci(Path(path), vocab_path, name)
+    if not isinstance(block_lines, int) or block_lines < 1:
+        raise ValueError(f"block_lines must be a positive integer, got {block_lines!r}")
+    docword, vocab_src = formats.find_uci(Path(path), vocab_path, name)
     vocab = formats.read_vocab(vocab_src, encoding=encoding) if isinstance(vocab_src, (str, os.PathLike)) \
         else [str(v) for v in vocab_src]
+    lines = _numbered_lines(docword, encoding, UCI_MAX_LINE)
+    header = [text for _, (_, text) in zip(range(3), lines)]
+    D, W, nnz = formats.parse_uci_header(header, docword)
+    if W != len(vocab):
+        raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
     writer = _Writer(folder, batch_size, str(docword))
-    empty = np.zeros(0, np.int64)
-    pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
-    current = 0  # 0-based id of the first document not yet written
-    last = 0  # 1-based id of the last document seen (ids must not decrease)
-    seen = 0
-    with _text_lines(docword, encoding) as fh:
-        header = [fh.readline() for _ in range(3)]
-        D, W, nnz = formats._parse_header(header, docword)
-        if W != len(vocab):
-            raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
+    try:
+        empty = np.zeros(0, np.int64)
+        pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
+        current = 0  # 0-based id of the first document not yet written
+        last = 0  # 1-based id of the last document seen (ids must not decrease)
+        seen = 0
+        n_with = 0  # documents with entries so far
         line_no = 3
         while True:
-            lines = [ln for ln in (fh.readline() for _ in range(block_lines)) if ln.strip()]
-            if not lines:
+            block = [text for _, (_, text) in zip(range(block_lines), lines)]
+            if not block:
                 break
             first_line = line_no + 1
-            line_no += len(lines)
-            rows = [ln.split() for ln in lines]
-            for j, r in enumerate(rows):
-                if len(r) != 3 or not all(x.isdigit() for x in r):
-                    raise CorpusError(f"{docword}, line {first_line + j}: expected 'docID wordID count' "
-                                      f"(non-negative integers), got {lines[j].strip()[:60]!r}")
-            arr = np.array(rows, np.int64)
+            line_no += len(block)
+            body = "".join(block)
+            arr = formats.parse_uci_entries(body, first_line, D, W, docword, nnz, seen)
+            if arr.shape[0] == 0:
+                continue
             d, w, c = arr[:, 0], arr[:, 1], arr[:, 2]
-            bad = np.flatnonzero((d < 1) | (d > D) | (w < 1) | (w > W) | (c > np.iinfo(np.int32).max))
-            if bad.size:
-                j = int(bad[0])
-                raise CorpusError(f"{docword}, line {first_line + j}: entry '{d[j]} {w[j]} {c[j]}' is outside "
-                                  f"documents 1..{D}, words 1..{W} or its count does not fit in int32")
             prev = np.concatenate([[last], d[:-1]])
             down = np.flatnonzero(d < prev)
             if down.size:
                 j = int(down[0])
-                raise CorpusError(f"{docword}, line {first_line + j}: document {d[j]} comes after document "
-                                  f"{prev[j]}; entries must be grouped by document in increasing order")
+                raise CorpusError(f"{docword}, line {_entry_line(body, first_line, j)}: document {d[j]} comes after "
+                                  f"document {prev[j]}; entries must be grouped by document in increasing order")
+            new_doc = d != prev
+            rank = n_with + np.cumsum(new_doc)  # documents with entries up to each entry
+            jump = np.flatnonzero(new_doc & (d > 2 * rank + INFERRED_SLACK))
+            if jump.size:
+                j = int(jump[0])
+                raise formats.empty_run_error(int(d[j]), int(rank[j]) - 1, docword, _entry_line(body, first_line, j))
+            n_with = int(rank[-1])
             seen += d.size
             last = int(d[-1])
             keep = c > 0
@@ -314,44 +437,71 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
             writer.append(lengths, w[done], c[done])
             current = open_doc
             pend_d, pend_w, pend_c = d[~done], w[~done], c[~done]
-    if seen != nnz:
-        raise CorpusError(f"{docword}: the header says NNZ={nnz} but the file has {seen} entries (truncated?)")
-    writer.append(np.bincount(pend_d - current, minlength=D - current), pend_w, pend_c)
-    return writer.close(vocab)
+        if seen != nnz:
+            raise CorpusError(f"{docword}: the header says NNZ={nnz} but the file has {seen} entries (truncated?)")
+        if D > inferred_size_limit(n_with):  # the rule of formats.check_uci_documents, as read_uci applies it
+            formats.check_uci_documents(np.arange(n_with), D, docword)
+        writer.append(np.bincount(pend_d - current, minlength=D - current), pend_w, pend_c)
+        return writer.close(vocab)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _entry_line(body: str, first_line: int, j: int) -> int:
+    """The line number of the ``j``-th entry (0-based) of ``body``, blank lines skipped."""
+    k = -1
+    for ln, text in enumerate(body.split("\n"), first_line):
+        if text.split():
+            k += 1
+            if k == j:
+                return ln
+    return first_line
 
 
 def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8", **read_kwargs) -> BatchStore:
     """Stream a Vowpal Wabbit text file (BigARTM's format) into a store, ``batch_size`` lines at a
-    time, each group parsed by :func:`topicjax.data.formats.read_vw` (same tokens, namespaces and
-    vocabulary keys).  The vocabulary is numbered in order of first appearance; documents without
-    tokens are dropped (as ``empty_docs="drop"``) and counted in ``meta.json``.
+    time, each group parsed by :func:`topicjax.data.formats.read_vw` (same tokens, namespaces,
+    vocabulary keys and messages, with the line numbers of the whole file).  The vocabulary is
+    numbered in order of first appearance; documents without tokens are dropped (as
+    ``empty_docs="drop"``) and counted in ``meta.json``.  Document names are not stored, so
+    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here.
     """
     import tempfile
+    import warnings
 
     from topicjax.data import formats
 
     writer = _Writer(folder, batch_size, str(path))
-    keys: dict[str, int] = {}
-    dropped = 0
-    with _text_lines(path, encoding) as fh, tempfile.TemporaryDirectory() as tmp:
-        group_file = Path(tmp) / "group.vw"
-        first_line = 1
-        while True:
-            lines = [ln for ln in (fh.readline() for _ in range(batch_size)) if ln]
-            if not lines:
-                break
-            group_file.write_text("".join(lines), encoding="utf-8")
-            try:
-                part = formats.read_vw(group_file, empty_docs="drop", **read_kwargs)
-            except CorpusError as e:  # name the line in the whole file, not in the group
-                msg = str(e).replace(str(group_file), str(path))
-                msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", msg, count=1)
-                raise CorpusError(msg) from None
-            first_line += len(lines)
-            dropped += int(part.dropped_docs.size)
-            mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
-            writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
-    return writer.close(list(keys), {"dropped_docs": dropped})
+    try:
+        keys: dict[str, int] = {}
+        dropped = n_read = 0
+        lines = _numbered_lines(path, encoding)
+        with tempfile.TemporaryDirectory() as tmp:
+            group_file = Path(tmp) / "group.vw"
+            first_line = 1
+            while True:
+                group = [text for _, (_, text) in zip(range(batch_size), lines)]
+                if not group:
+                    break
+                group_file.write_text("".join(group), encoding="utf-8")
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", CorpusWarning)
+                        part = formats.read_vw(group_file, empty_docs="drop", first_index=n_read, **read_kwargs)
+                except CorpusError as e:  # name the line in the whole file, not in the group
+                    msg = str(e).replace(str(group_file), str(path))
+                    msg = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", msg, count=1)
+                    raise CorpusError(msg) from None
+                first_line += len(group)
+                n_read += part.n_docs + int(part.dropped_docs.size)
+                dropped += int(part.dropped_docs.size)
+                mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
+                writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
+        return writer.close(list(keys), {"dropped_docs": dropped})
+    except BaseException:
+        writer.abort()
+        raise
 
 
 # =============================================================================== online EM
@@ -391,11 +541,12 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     T = phi.shape[1]
     it = state.updates + 1
     penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, state.params, it))
+    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, state.params, it, keep_one=True))
     theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
 
     def inner(_, th):
         a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
-                                     update_phi=False)[3]
+                                     update_phi=False, keep=keep)[3]
         return mstep.normalize_columns(a)
 
     theta = jax.lax.fori_loop(0, static.doc_passes - 1, inner, theta)
@@ -405,7 +556,7 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     def update(_):
         rho = jnp.power(static.tau0 + state.updates.astype(phi.dtype), -static.kappa)
         n_wt = (1 - rho) * state.n_wt + rho * pending
-        new_phi = mstep.m_step(mstep.counts_likelihood(n_wt), phi, theta, penalty)[2]
+        new_phi = mstep.m_step(mstep.counts_likelihood(n_wt), phi, theta, penalty, keep=keep)[2]
         return state._replace(phi=new_phi, n_wt=n_wt, pending=jnp.zeros_like(pending), updates=state.updates + 1)
 
     state = jax.lax.cond(apply_update, update, lambda _: state._replace(pending=pending), None)
