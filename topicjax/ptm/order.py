@@ -146,7 +146,7 @@ def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str 
     if unknown:
         raise ValueError(f"select_order: PTM has no parameter(s) {unknown}")
     proto = PTM(n_components=orders[0], bic=bic, random_state=random_state, progress=progress, **ptm_params)
-    proto._validate_params()
+    proto._validate_params()  # max_iter, tol, random_state: the messages of PTM.fit
     cfg = proto._config()
     params = proto._checkpoint_params()
     params.pop("n_components")
