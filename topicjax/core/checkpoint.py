@@ -17,7 +17,11 @@ renamed over the previous one, so a fit killed at any instant (``SIGKILL`` inclu
 last complete checkpoint.  Calling the same fit again with the same ``DIR`` resumes: the initial
 state is replaced by the saved one and the loop continues at the saved iteration; a finished run
 returns at once.  The resumed fit is the uninterrupted one, bit for bit on CPU (the same compiled
-blocks run on the same values; tested by killing a subprocess for each family).  A folder written
+blocks run on the same values; tested by killing a subprocess for each family) when it runs with
+the same number of E-step threads (``TOPICJAX_THREADS``, :mod:`topicjax.core.kernels`: another
+count sums in another order) on the same kind of device; on a GPU, where scatter-adds may run in
+any order, it is the same fit up to round-off.  ``fit_many`` (one compiled batch) has no
+checkpoints; checkpoint the separate fits instead.  A folder written
 by another fit -- other parameters, another corpus -- is refused with an error naming what
 differs; delete it (or use another folder) to start over.
 
