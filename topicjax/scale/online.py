@@ -465,7 +465,8 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     vocabulary keys and messages, with the line numbers of the whole file).  The vocabulary is
     numbered in order of first appearance; documents without tokens are dropped (as
     ``empty_docs="drop"``) and counted in ``meta.json``.  Document names are not stored, so
-    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here.
+    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here; nor are
+    labels (the ``@labels`` namespace, read as labels by default, not as words).
     """
     import tempfile
     import warnings
@@ -540,16 +541,8 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     phi = state.phi
     T = phi.shape[1]
     it = state.updates + 1
-    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, state.params, it))
-    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, state.params, it, keep_one=True))
-    theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
-
-    def inner(_, th):
-        a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
-                                     update_phi=False, keep=keep)[3]
-        return mstep.normalize_columns(a)
-
-    theta = jax.lax.fori_loop(0, static.doc_passes - 1, inner, theta)
+    penalty, keep = em.penalties(reg, state.params, it)
+    theta = em.theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes - 1)
     ll, g_phi, _ = estep.expected_counts(phi, theta, data, need_theta=False)
     pending = state.pending + phi * g_phi
 
