@@ -30,19 +30,46 @@ keeps one contract, checked for all five families by ``tests/test_estimator_cont
 
 Fitted matrices follow the papers (``phi_`` W x T, ``theta_`` T x D); the scikit-learn side uses
 rows for documents (``transform`` returns ``(n_docs, n_components)``).
+
+scikit-learn conformance (``tests/test_sklearn.py``; the module docstring there lists which of
+scikit-learn's estimator checks pass and why the others do not apply):
+
+* inputs: a :class:`~topicjax.data.Corpus`, a dense or scipy.sparse count matrix (validated as
+  scikit-learn validates: NaN, inf, complex, empty or 1-d input, negative values, a wrong number
+  of columns after fitting are ``ValueError`` s in scikit-learn's words), or a pandas DataFrame
+  whose column names become the vocabulary (``feature_names_in_``).  Counts are integers;
+  non-integer values are an error naming the document and word;
+* ``score(X)``: held-out log-likelihood per token by document completion (see :meth:`score`),
+  so ``GridSearchCV`` works without a ``scoring``; ``perplexity(X)`` = ``exp(-score(X))``;
+* ``get_feature_names_out()``: the names of the topics (``transform``'s columns), so
+  ``set_output(transform="pandas")`` works;
+* the vocabulary of a preceding vectorizer in a ``Pipeline``: scikit-learn's vectorizers return
+  sparse matrices, which carry no column names, so wrap the vectorizer in
+  :class:`topicjax.data.CorpusVectorizer` (its output is a Corpus with the vectorizer's
+  vocabulary), or give a DataFrame with word columns; a model fitted on a bare matrix has the
+  placeholder words ``w0, w1, ...`` and :meth:`top_words` warns about it;
+* ``partial_fit`` where online learning exists (ARTM and PLSA: :mod:`topicjax.artm.partial`).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.exceptions import NotFittedError
 
 from topicjax.core.random import check_random_state, fresh_seed
 from topicjax.core.validation import check_int, check_number, int_sequence, integer, number
 from topicjax.data.corpus import Corpus
 from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, save_folder
 
-__all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array"]
+__all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array",
+           "SCORE_SEED", "completion_corpus", "is_placeholder_vocab"]
+
+#: seed of the split of :meth:`TopicModelBase.score`: fixed, so that every model (every candidate
+#: of a grid search, whatever its ``random_state``) is scored on the same halves of the documents
+SCORE_SEED = 0
 
 
 def host_array(x) -> np.ndarray:
@@ -71,6 +98,31 @@ def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> C
     if arr.ndim != 2:
         raise ValueError(f"{what} must be a Corpus or a (documents x words) matrix, got shape {arr.shape}")
     return Corpus.from_dense(arr, vocab=vocab, empty_docs=empty_docs)
+
+
+def is_placeholder_vocab(vocab) -> bool:
+    """Whether ``vocab`` is the placeholder vocabulary ``w0, w1, ...`` of a matrix without names."""
+    return len(vocab) > 0 and all(v == f"w{i}" for i, v in enumerate(vocab))
+
+
+def completion_corpus(corpus: Corpus, phi) -> Corpus:
+    """The documents of ``corpus`` that document completion can score under a model with word
+    distributions ``phi`` (W x T): without the tokens of words every topic gives probability
+    zero, and without the documents then left with fewer than 2 tokens.  A ``ValueError`` when
+    no document is left."""
+    phi = np.asarray(phi)
+    known = phi.sum(1) > 0
+    counts = np.where(known[corpus.word_ids], corpus.counts, 0)
+    if counts.sum() == 0:
+        raise ValueError("document completion: no token of X is of a word the model knows")
+    kept = Corpus.from_entries(corpus.doc_ids, corpus.word_ids, counts, vocab=corpus.vocab, n_docs=corpus.n_docs,
+                               modalities=corpus.modalities, modality_names=corpus.modality_names,
+                               empty_docs="drop")
+    long = np.flatnonzero(kept.doc_lengths >= 2)
+    if long.size == 0:
+        raise ValueError("document completion needs documents of at least 2 tokens (of words the model knows); "
+                         f"X has none among its {corpus.n_docs} document(s)")
+    return kept if long.size == kept.n_docs else kept.subset(long)
 
 
 #: the contract's parameters: name -> validator(value, name)
@@ -137,8 +189,43 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return ck.open_checkpoint(checkpoint, checkpoint_every, identity)
 
     # ---------------------------------------------------------------- inputs
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True  # counts
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = []  # topic proportions are float32 or float64, whatever X is
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "vocab_") and hasattr(self, "phi_")
+
+    def _as_corpus(self, X, *, reset: bool, method: str, empty_docs: str = "error") -> Corpus:
+        """``X`` as a Corpus.  A matrix is validated as scikit-learn validates inputs
+        (``validate_data``: NaN/inf/complex/empty/1-d, the number of columns after fitting, and
+        the column names of a DataFrame, kept in ``feature_names_in_``), then checked
+        non-negative; a DataFrame's column names are its vocabulary."""
+        if isinstance(X, Corpus):
+            if reset:
+                self.n_features_in_ = X.n_words
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
+            return X
+        from sklearn.utils.validation import check_non_negative, validate_data
+
+        shape = getattr(X, "shape", None)
+        if not reset and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} "
+                f"features as input: a matrix's columns must be the model's words, in the order of vocab_ (re-index "
+                "a Corpus with corpus.with_vocab(model.vocab_))")
+        M = validate_data(self, X, reset=reset, accept_sparse=("csr", "csc", "coo"), dtype="numeric")
+        check_non_negative(M, f"{type(self).__name__}.{method}")
+        names = getattr(self, "feature_names_in_", None)
+        vocab = [str(v) for v in names] if reset and names is not None else (None if reset else self.vocab_)
+        return as_corpus(M, vocab=vocab, empty_docs=empty_docs)
+
     def _train_corpus(self, X) -> Corpus:
-        corpus = as_corpus(X)
+        corpus = self._as_corpus(X, reset=True, method="fit")
         self.vocab_ = list(corpus.vocab)
         self.n_features_in_ = corpus.n_words
         return corpus
@@ -170,10 +257,7 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
             n_rows = corpus.n_docs
             empty = np.flatnonzero(corpus.doc_lengths == 0)
         else:
-            shape = X.shape if hasattr(X, "shape") else np.shape(X)
-            if len(shape) == 2 and shape[1] != W:
-                raise ValueError(f"X has {shape[1]} columns but the model was fitted on {W} words; {mismatch}")
-            corpus = as_corpus(X, vocab=self.vocab_, empty_docs="drop")
+            corpus = self._as_corpus(X, reset=False, method="transform", empty_docs="drop")
             n_rows = corpus.n_docs + int(corpus.dropped_docs.size)
             empty = corpus.dropped_docs
         if not empty.size:
@@ -217,7 +301,7 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "vocab_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     # ---------------------------------------------------------------- fitted views
     def _set_components(self):
@@ -230,11 +314,97 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return np.asarray(self.components_)
 
     def top_words(self, n: int = 10, phi=None) -> list[list[str]]:
-        """The ``n`` most probable words of every topic (columns of ``phi_``)."""
+        """The ``n`` most probable words of every topic (columns of ``phi_``).
+
+        A model fitted on a bare matrix knows its words as ``w0, w1, ...`` only (a warning says
+        so): give it a Corpus, a DataFrame with word columns, or, in a ``Pipeline``, wrap the
+        vectorizer in :class:`topicjax.data.CorpusVectorizer`."""
         self._check_fitted()
+        if is_placeholder_vocab(self.vocab_):
+            warnings.warn(f"this {type(self).__name__} was fitted on a matrix without word names, so its words are "
+                          "the placeholders w0, w1, ...; fit it on a Corpus, a DataFrame with word columns, or wrap "
+                          "the vectorizer of a Pipeline in topicjax.data.CorpusVectorizer", UserWarning, stacklevel=2)
         phi = np.asarray(self.phi_ if phi is None else phi)
         order = np.argsort(-phi, axis=0, kind="stable")[:n]
         return [[self.vocab_[i] for i in order[:, t]] for t in range(phi.shape[1])]
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of the columns of :meth:`transform` (the topics): ``topic_names_`` where the
+        model has them (ARTM, PLSA), else ``"<class name lower-case><i>"`` as scikit-learn names
+        the components of its decompositions.  ``input_features``, if given, must match the
+        fitted input (its length, and ``feature_names_in_`` when the model was fitted on a
+        DataFrame)."""
+        self._check_fitted()
+        if input_features is not None:
+            given = np.asarray(input_features, dtype=object)
+            known = getattr(self, "feature_names_in_", None)
+            if given.ndim != 1 or given.size != self.n_features_in_:
+                raise ValueError(f"input_features should have length equal to the number of features "
+                                 f"({self.n_features_in_}), got {given.size}")
+            if known is not None and not np.array_equal(given, known):
+                raise ValueError("input_features is not equal to feature_names_in_")
+        n_out = np.shape(self.phi_)[1]
+        names = getattr(self, "topic_names_", None)
+        if names is None or len(names) != n_out:
+            names = [f"{type(self).__name__.lower()}{i}" for i in range(n_out)]
+        return np.asarray([str(x) for x in names], dtype=object)
+
+    # ---------------------------------------------------------------- held-out evaluation
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """ln p(heldout | observed) summed over the held-out tokens (float64): Θ of the documents
+        inferred on ``observed`` by :meth:`transform` (Φ fixed), then ARTM eq. 4 on ``heldout``,
+        ``Σ n'_dw ln Σ_t φ_wt θ_td``.  Families whose predictive is not a point estimate of Θ
+        override it (TTMM: the exact conditional of its theme mixture)."""
+        from topicjax.evaluation import metrics
+
+        theta = np.asarray(self.transform(observed), np.float64).T
+        return metrics.log_likelihood(self.phi_, theta, heldout)
+
+    def completion_score(self, X, *, seed: int = SCORE_SEED, fraction: float = 0.5) -> tuple[float, int]:
+        """``(ln p, n)``: the held-out log-likelihood of documents ``X`` by document completion
+        and the number of held-out tokens it sums over; :meth:`score` is ``ln p / n``.
+
+        The protocol of ARTM sec. 5 (LIDA eq. 44-45, PTM eq. 32 with token halves):
+
+        1. tokens of words that the model gives probability zero in every topic (words absent
+           from the training documents) are left out, as ARTM sec. 5 prescribes; documents left
+           with fewer than 2 tokens cannot be split and are left out too
+           (:func:`completion_corpus`; no document left is an error);
+        2. each remaining document's tokens are split at random, each token going to the
+           observed half with probability ``fraction`` (``Corpus.completion_split("tokens")``,
+           seeded by ``seed``: the same split for every model);
+        3. the topic proportions are inferred on the observed half with the topics fixed
+           (:meth:`transform`: EM on Θ for PLSA/ARTM, every topic allowed for PTM, the
+           document-completion sampler for LIDA), and the held-out half is scored,
+           ``Σ n'_dw ln Σ_t φ_wt θ_td``; TTMM scores the exact conditional
+           ``ln P(held | observed) = ln P(d) - ln P(observed)`` of its theme mixture (eq. 3).
+
+        Deterministic for a fixed ``seed`` (and, for LIDA, ``random_state``) on one device.
+        """
+        self._check_fitted()
+        corpus = completion_corpus(self._new_corpus(X), self.phi_)
+        observed, heldout = corpus.completion_split("tokens", fraction=fraction, seed=seed)
+        return float(self._heldout_log_likelihood(observed, heldout)), int(heldout.n_tokens)
+
+    def score(self, X, y=None) -> float:
+        """Held-out log-likelihood per token by document completion (higher is better), the
+        default score of ``GridSearchCV``: ``ln p / n`` of :meth:`completion_score` (split
+        seeded by :data:`SCORE_SEED`, so every candidate is scored on the same halves).
+        ``y`` is ignored."""
+        ll, n = self.completion_score(X)
+        return ll / n
+
+    def perplexity(self, X, heldout=None) -> float:
+        """Held-out perplexity ``exp(-ln p / n)`` (ARTM eq. 56 on held-out tokens).  Without
+        ``heldout``: by document completion of ``X``, ``exp(-score(X))``.  With ``heldout`` (the
+        same documents, e.g. the two parts of ``Corpus.completion_split``): Θ inferred on ``X``,
+        ``heldout`` scored (a held-out word the model gives probability zero makes it infinite)."""
+        if heldout is None:
+            return float(np.exp(-self.score(X)))
+        observed, held = self._new_corpus(X), self._new_corpus(heldout)
+        if observed.n_docs != held.n_docs:
+            raise ValueError(f"X has {observed.n_docs} documents but heldout has {held.n_docs}")
+        return float(np.exp(-self._heldout_log_likelihood(observed, held) / held.n_tokens))
 
     def fit_transform(self, X, y=None, **fit_params):
         """``fit(X)`` then the training documents' topic proportions, ``(n_docs, n_components)``."""

@@ -219,7 +219,7 @@ def test_estimator_outputs(shared, em_model):
     np.testing.assert_array_equal(em_model.predict(corpus), proba.argmax(1))
     ll = em_model.score_samples(corpus)
     assert ll.dtype == np.float64 and ll.shape == (corpus.n_docs,)
-    assert em_model.score(corpus) == pytest.approx(em_model.loglik_history_[-1], rel=1e-7)
+    assert float(ll.sum()) == pytest.approx(em_model.loglik_history_[-1], rel=1e-7)  # L of eq. 4
     assert em_model.score(corpus.to_sparse()) == pytest.approx(em_model.score(corpus), rel=1e-7)
     np.testing.assert_allclose(em_model.pi_.sum(), 1.0, rtol=1e-6)
     np.testing.assert_allclose(em_model.tau_.sum(1), 1.0, rtol=1e-5)

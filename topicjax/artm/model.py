@@ -45,11 +45,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.artm import setup as S
+from topicjax.artm.partial import PartialFitMixin
 from topicjax.core import driver, em, estep, mstep
 from topicjax.core import validation as V
 from topicjax.core.random import as_key
 from topicjax.estimator import TopicModelBase, host_array, int_sequence
-from topicjax.evaluation import metrics
 from topicjax.evaluation import scores as scores_mod
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
@@ -79,7 +79,7 @@ def check_scores(value, name="scores"):
     return value
 
 
-class ARTM(TopicModelBase):
+class ARTM(PartialFitMixin, TopicModelBase):
     """Additively regularized topic model (ARTM, Theorem 2-3) with a scikit-learn interface.
 
     Parameters
@@ -104,6 +104,8 @@ class ARTM(TopicModelBase):
     doc_passes: ``None`` (Θ carried over between passes) or k >= 1: BigARTM's offline pass.
     transform_iter: EM iterations of Θ for new documents (``transform``).
     chunk: non-zeros per chunk of the E-step (see :func:`topicjax.core.layout.prepare`).
+    learning_offset, learning_decay: τ0 and κ of the step ``ρ = (τ0 + t)^(-κ)`` of
+        :meth:`partial_fit` (BigARTM's ``tau0``, ``kappa``; scikit-learn's LDA names).
     progress: show a tqdm progress bar.
 
     Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``components_`` (T x W), ``psi_``
@@ -154,7 +156,7 @@ class ARTM(TopicModelBase):
     def __init__(self, n_components=10, *, regularizers=None, max_iter=40, tol=0.0, random_state=0,
                  background_topics=0, topic_names=None, scores=("perplexity", "sparsity"), score_every=1,
                  modality_weights=None, label_weight=None, overregularized="remove", doc_passes=None,
-                 transform_iter=30, chunk=None, progress=True):
+                 transform_iter=30, chunk=None, learning_offset=1024.0, learning_decay=0.7, progress=True):
         self.n_components = n_components
         self.regularizers = regularizers
         self.max_iter = max_iter
@@ -170,6 +172,8 @@ class ARTM(TopicModelBase):
         self.doc_passes = doc_passes
         self.transform_iter = transform_iter
         self.chunk = chunk
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
         self.progress = progress
 
     # ------------------------------------------------------------------ setup
@@ -193,6 +197,8 @@ class ARTM(TopicModelBase):
         corpus = self._train_corpus(X)
         corpus.check_topics(n_components)
         if y is not None:
+            if not isinstance(y, (list, tuple, np.ndarray)) and hasattr(y, "__array__"):
+                y = np.asarray(y)  # array-likes (a pandas Series, scikit-learn's test wrappers)
             corpus = corpus.with_labels(y)
         use_labels = y is not None or self.label_weight is not None
         if use_labels and corpus.labels is None:
@@ -607,14 +613,8 @@ class ARTM(TopicModelBase):
 
     def predict(self, X):
         """The most probable class of each document (names from ``classes_``)."""
-        return np.asarray(self.classes_, dtype=object)[np.argmax(self.predict_proba(X), axis=1)]
-
-    def perplexity(self, X, heldout=None):
-        """Perplexity (eq. 56) of documents X; with ``heldout``, by document completion: Θ is
-        inferred on X (the observed part) and the perplexity measured on ``heldout``."""
-        corpus = self._new_corpus(X)
-        held = corpus if heldout is None else self._new_corpus(heldout)
-        return metrics.perplexity(self.phi_, self._infer(corpus)[0], held)
+        proba = self.predict_proba(X)  # first: it says when the model is not fitted or has no classes
+        return np.asarray(self.classes_, dtype=object)[np.argmax(proba, axis=1)]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> None:

@@ -77,7 +77,7 @@ from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, i
                               state_bic)
 from topicjax.ptm.layout import PTMData, prepare
 
-__all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus", "ALGORITHM"]
+__all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
 
 #: shared words remembered per topic for :meth:`PTM.top_shared_words`
 SHARED_TOP = 50

@@ -65,8 +65,9 @@ class TTMM(TopicModelBase):
     ``n_iter_``, ``vocab_``.
 
     ``transform`` gives P(t|d) of eq. 18 (n_docs, K); ``predict_proba`` the theme posteriors P(h|d)
-    (eq. 6); ``predict`` the most likely theme; ``score_samples`` the exact log P(d) (eq. 3);
-    ``score`` their sum.
+    (eq. 6); ``predict`` the most likely theme; ``score_samples`` the exact log P(d) (eq. 3) (L of
+    eq. 4 is their sum); ``score`` the held-out log-likelihood per token by document completion,
+    the exact ``ln P(held | observed)`` (see :meth:`TopicModelBase.completion_score`).
     """
 
     _saved_arrays = ("pi_", "tau_", "beta_", "theta_")
@@ -309,6 +310,12 @@ class TTMM(TopicModelBase):
         corpus, data = self._data(X)
         return np.asarray(doc_log_likelihood(self._params(), data, corpus.n_docs), np.float64)
 
-    def score(self, X, y=None) -> float:
-        """Log-likelihood L (eq. 4) of the documents, summed in float64."""
-        return float(np.sum(self.score_samples(X)))
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """The exact conditional ``ln P(held | observed) = ln P(observed + held) - ln P(observed)``
+        (eq. 3) summed over the documents: the theme posterior of the observed half (eq. 6)
+        weighs each theme's predictive of the held-out half (used by :meth:`score`)."""
+        both = Corpus.from_entries(np.concatenate([observed.doc_ids, heldout.doc_ids]),
+                                   np.concatenate([observed.word_ids, heldout.word_ids]),
+                                   np.concatenate([observed.counts, heldout.counts]), vocab=observed.vocab,
+                                   n_docs=observed.n_docs)
+        return float(np.sum(self.score_samples(both) - self.score_samples(observed)))
