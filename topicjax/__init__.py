@@ -13,8 +13,9 @@ E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
 ``tj.evaluation.metrics``.
 """
 
-from topicjax import core, data, evaluation, regularizers, scale, tune
+from topicjax import core, data, evaluation, persistence, regularizers, scale, tune
 from topicjax.artm import ARTM, PLSA
+from topicjax.core.errors import NumericalError
 from topicjax.data import Corpus, CorpusError, datasets
 from topicjax.evaluation import metrics
 from topicjax.lida import LIDA
@@ -23,5 +24,5 @@ from topicjax.ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "PLSA", "PTM", "TTMM", "core", "data", "datasets",
+__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "core", "data", "datasets",
            "evaluation", "metrics", "regularizers", "scale", "tune"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.data.corpus import Corpus, CorpusError, CorpusWarning
 from topicjax.data.formats import (
     DEFAULT_MODALITY,
     corpus_kind,
@@ -161,11 +161,18 @@ def test_read_vw_label_modality(tmp_path):
     assert c.labels.tolist() == [[True, False], [True, True], [False, False]]
     fixed = read_vw(path, label_modality="@labels", label_names=["tech", "sport", "arts"])
     assert fixed.labels.tolist() == [[False, True, False], [True, True, False], [False, False, False]]
-    # Without label_modality the namespace is an ordinary modality of words.
-    assert read_vw(path).modality_names == ("@default_class", "@labels")
+    # "@labels" is the default label namespace (where write_vw writes labels); label_modality=None
+    # reads it as an ordinary modality of words.
+    assert read_vw(path).labels.tolist() == c.labels.tolist()
+    assert read_vw(path, label_modality=None).modality_names == ("@default_class", "@labels")
     with pytest.raises(ValueError, match="either label_modality .* or labels, not both"):
         read_vw(path, label_modality="@labels", labels=[0, 1, 0])
-    assert read_vw(path, labels=[0, 1, 0]).label_ids.tolist() == [0, 1, 0]
+    with pytest.raises(ValueError, match=r"l\.vw, line 1: the file has labels in '@labels' and labels= was passed"):
+        read_vw(path, labels=[0, 1, 0])
+    assert read_vw(path, label_modality=None, labels=[0, 1, 0]).label_ids.tolist() == [0, 1, 0]
+    plain = _write(tmp_path / "p.vw", "d1 a\nd2 b\n")
+    assert read_vw(plain).labels is None
+    assert read_vw(plain, labels=["x", "y"]).label_names == ("x", "y")
     bad = _write(tmp_path / "lb.vw", "d1 a |@labels sport:2\n")
     with pytest.raises(CorpusError, match=r"lb\.vw, line 1: document 'd1': label 'sport:2' has a count"):
         read_vw(bad, label_modality="@labels")
@@ -189,9 +196,43 @@ def test_vw_round_trip_with_modalities_labels_and_names(tmp_path, multimodal_cor
     path = write_vw(multimodal_corpus, tmp_path / "m.vw")
     text = path.read_text().splitlines()
     assert text[0] == "m1 |@default_class match:2 sport |@tag sport news |@labels s"
-    back = read_vw(path, label_modality="@labels", label_names=multimodal_corpus.label_names)
+    # what write_vw writes, read_vw reads back identically by default: labels, modalities, names
+    back = read_vw(path)
     assert back.equals(multimodal_corpus)
+    assert back.labels.tolist() == multimodal_corpus.labels.tolist()
+    assert back.label_names == multimodal_corpus.label_names
     assert back.doc_names == multimodal_corpus.doc_names
+    assert read_corpus(path).equals(multimodal_corpus)
+
+
+def test_vw_round_trip_labels_in_any_order_with_vocabulary_file(tmp_path, multimodal_corpus):
+    """Label columns in an order of their own and a label no document has, a vocabulary order
+    other than first appearance: the vocabulary file carries both, and the corpus reads back
+    identically; a label outside it is an error naming the line."""
+    c = Corpus.from_entries(
+        multimodal_corpus.doc_ids, 4 - multimodal_corpus.word_ids, multimodal_corpus.counts,
+        vocab=list(multimodal_corpus.vocab)[::-1], modalities=list(np.asarray(multimodal_corpus.modality_names)[
+            multimodal_corpus.modalities])[::-1], modality_names=["@default_class", "@tag"],
+        labels=[["s"], ["p"], ["s", "p"]], label_names=["zz", "s", "p"], doc_names=["m1", "m2", "m3"])
+    path = write_vw(c, tmp_path / "m.vw", vocab_path=tmp_path / "m.vocab")
+    assert (tmp_path / "m.vocab").read_text().splitlines()[-3:] == ["@labels|zz", "@labels|s", "@labels|p"]
+    back = read_vw(path, vocab=tmp_path / "m.vocab")
+    assert back.equals(c) and back.label_names == ("zz", "s", "p") and back.doc_names == c.doc_names
+    with pytest.raises(ValueError, match="holds the label names"):
+        read_vw(path, vocab=tmp_path / "m.vocab", label_names=["s", "p", "zz"])
+    _write(tmp_path / "x.vw", "d1 match |@labels q\n")
+    with pytest.raises(CorpusError, match=r"x\.vw, line 1: document 'd1': label 'q' is not among the labels of"):
+        read_vw(tmp_path / "x.vw", vocab=tmp_path / "m.vocab")
+
+
+def test_vw_words_modality_named_like_the_label_namespace(tmp_path):
+    c = Corpus.from_dense([[1, 2]], vocab=["a", "@labels|b"], modalities=["@default_class", "@labels"],
+                          modality_names=["@default_class", "@labels"])
+    with pytest.raises(CorpusError, match="modality '@labels' of the words is the namespace of labels; pass "
+                                          "label_modality=None"):
+        write_vw(c, tmp_path / "w.vw")
+    path = write_vw(c, tmp_path / "w.vw", label_modality=None)
+    assert read_vw(path, label_modality=None).equals(c)
 
 
 @pytest.mark.parametrize("suffix", [".vw", ".vw.gz"])
@@ -390,5 +431,57 @@ def test_read_corpus_dispatch(tmp_path, tiny_corpus):
         read_corpus(tmp_path / "nothing.vw")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(CorpusError, match="no text files in this folder"):
+    with pytest.raises(CorpusError, match=r"empty: no text documents of a known kind \(files named \*\.txt, "
+                                          r"\*\.text or without a suffix\) \(it is empty\)"):
         read_corpus(empty)
+    with pytest.raises(ValueError, match="format must be one of"):
+        read_corpus(tmp_path / "c.vw", format="csv")
+    # format= overrides the form of the path
+    assert read_corpus(tmp_path / "c.vw", format="vw").n_docs == tiny_corpus.n_docs
+
+
+def test_read_corpus_folder_of_known_text_kinds(tmp_path):
+    """A folder is read as text documents only for files of a known kind; others are skipped with
+    a warning naming them; a folder with none says what it holds."""
+    (tmp_path / "a").mkdir()
+    _write(tmp_path / "a" / "one.txt", "apple banana apple")
+    _write(tmp_path / "a" / "53068", "banana cherry")
+    _write(tmp_path / "a" / "notes.md", "not a document")
+    with pytest.warns(CorpusWarning, match=r"1 file\(s\) of other kinds skipped \(notes\.md\)"):
+        c = read_corpus(tmp_path / "a")
+    assert c.doc_names == ("53068", "one.txt") and c.n_docs == 2
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "b" / "x.docx", "PK")
+    _write(tmp_path / "b" / "y.pdf", "%PDF")
+    with pytest.raises(CorpusError, match=r"b: no text documents of a known kind .*; it holds x\.docx, y\.pdf"):
+        read_corpus(tmp_path / "b")
+
+
+def test_table_folder_is_read_only_when_asked(tmp_path):
+    """OCTIS's layout (corpus.tsv + vocabulary.txt + metadata.json) is not four text documents:
+    an error asks for format='tsv', which reads one document per line with labels."""
+    folder = tmp_path / "octis"
+    _write(folder / "corpus.tsv", "apple banana apple\ttrain\tfood\ncar bus\ttest\ttravel\nbus\tval\ttravel\n")
+    _write(folder / "vocabulary.txt", "apple\nbanana\nbus\ncar\nunused\n")
+    _write(folder / "metadata.json", "{}")
+    with pytest.raises(CorpusError, match=r"octis: holds corpus\.tsv, metadata\.json, a table .* format='tsv'"):
+        read_corpus(folder)
+    c = read_corpus(folder, format="tsv")
+    assert c.vocab == ("apple", "banana", "bus", "car", "unused")
+    assert c.to_dense().tolist() == [[2, 1, 0, 0, 0], [0, 0, 1, 1, 0], [0, 0, 1, 0, 0]]
+    assert c.label_names == ("food", "travel") and c.label_ids.tolist() == [0, 1, 1]
+    assert c.doc_names == ("line 1", "line 2", "line 3")
+    assert read_corpus(folder / "corpus.tsv", format="tsv", labels=False).labels is None
+    train = read_corpus(folder, format="tsv", partitions={"train", "val"})
+    assert train.n_docs == 2 and train.label_ids.tolist() == [0, 1]
+    # without a vocabulary file the texts are tokenised by CountVectorizer
+    (folder / "vocabulary.txt").unlink()
+    c = read_corpus(folder, format="tsv")
+    assert c.vocab == ("apple", "banana", "bus", "car") and c.n_tokens == 6
+    # a word outside the vocabulary, and a line with another number of columns, name the line
+    _write(folder / "vocabulary.txt", "apple\nbanana\nbus\n")
+    with pytest.raises(CorpusError, match=r"corpus\.tsv, line 2: word 'car' is not in the vocabulary"):
+        read_corpus(folder, format="tsv")
+    _write(folder / "corpus.tsv", "apple\tfood\nbus\n")
+    with pytest.raises(CorpusError, match=r"corpus\.tsv, line 2: 1 tab-separated columns, but line 1 has 2"):
+        read_corpus(folder, format="tsv")

@@ -123,7 +123,10 @@ def test_class_consistency_single_and_multi_label():
     assert out["accuracy"] == 1.0
     y_te_multi = np.array([[1, 1], [0, 1]], bool)
     out = metrics.class_consistency(theta_tr, y_tr, theta_te, y_te_multi)
-    assert 0.0 < out["auc"] <= 1.0
+    # Scores Σ_j θ_jd p_j(c): doc 0 (0.77, 0.23), doc 1 (0.32, 0.68); 3 true labels.  As ν falls
+    # from 1 the (recall, precision) curve visits (0, 1), (1/3, 1), (2/3, 1), (2/3, 2/3), (1, 3/4):
+    # area 1/3 + 1/3 + 0 + (2/3 + 3/4)/2 · 1/3 = 65/72.
+    assert out["auc"] == pytest.approx(65 / 72, abs=1e-12)
 
 
 def test_top_words_and_recovery():

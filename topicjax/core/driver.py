@@ -141,10 +141,9 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     from tqdm.auto import tqdm
 
     max_iter = int(max_iter)
-    if before is not None:
-        size = 1
-    else:
-        size = int(min(max(max_iter, 1), block or BLOCK))
+    # one block size whatever max_iter is (the iterations of a block are a traced count), so a
+    # refit with another max_iter reuses the compiled program
+    size = 1 if before is not None else int(block or BLOCK)
     every = max(int(after_every), 1)
     history: list[dict] = []
     prev = _initial(algo, static, state, args)

@@ -88,6 +88,7 @@ class EMState(NamedTuple):
     doc_alive: Float[Array, " D"]
     dead_topics: Bool[Array, " T"]
     dead_docs: Bool[Array, " D"]
+    finite: Bool[Array, ""] = True
 
 
 def init(key, n_words: int, n_docs: int, n_topics: int, *, reg=None, dtype=jnp.float32, aux: EMAux | None = None,
@@ -102,7 +103,7 @@ def init(key, n_words: int, n_docs: int, n_topics: int, *, reg=None, dtype=jnp.f
     z = jnp.zeros((), dtype)
     params = () if reg is None else reg.params
     return EMState(phi, theta, z, z, jnp.zeros((), jnp.int32), params, jnp.ones(n_topics, dtype),
-                   jnp.ones(n_docs, dtype), jnp.zeros(n_topics, bool), jnp.zeros(n_docs, bool))
+                   jnp.ones(n_docs, dtype), jnp.zeros(n_topics, bool), jnp.zeros(n_docs, bool), jnp.array(True))
 
 
 def pad_topics(state: EMState, n_topics: int) -> EMState:
@@ -133,6 +134,7 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
         data = reweight_docs(data, alive_d)
     params = state.params
     penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, params, it))
+    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, params, it, keep_one=True))
     masking = cfg.remove or cfg.mask_topics
     theta = state.theta
     if cfg.doc_passes:
@@ -140,14 +142,15 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
 
         def inner(_, th):
             a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), state.phi, th,
-                                         penalty, update_phi=False)[3]
+                                         penalty, update_phi=False, keep=keep)[3]
             th = mstep.normalize_columns(a)
             return _mask_theta(th, alive_t, alive_d) if masking else th
 
         theta = jax.lax.fori_loop(0, cfg.doc_passes - 1, inner, theta)
     loglik = estep.log_likelihood if cfg.update_phi else estep.log_likelihood_theta
-    ll, r, phi, theta = mstep.m_step(lambda p, t: loglik(p, t, data), state.phi, theta, penalty,
-                                     update_phi=cfg.update_phi, segments=aux.segments, n_segments=cfg.n_segments)
+    ll, r, phi, theta, finite = mstep.m_step(lambda p, t: loglik(p, t, data), state.phi, theta, penalty,
+                                             update_phi=cfg.update_phi, segments=aux.segments,
+                                             n_segments=cfg.n_segments, keep=keep)
     T = phi.shape[1]
     if cfg.update_phi:
         if cfg.n_segments > 1:
@@ -172,7 +175,7 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
         theta = _mask_theta(theta, alive_t, alive_d)
     params = tuple(t.update(phi, theta, p, t.coef(it)) if t.update is not None else p
                    for t, p in zip(reg.terms, params))
-    return EMState(phi, theta, ll, r, it, params, alive_t, alive_d, dead_t, dead_d)
+    return EMState(phi, theta, ll, r, it, params, alive_t, alive_d, dead_t, dead_d, finite)
 
 
 def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit: bool = True):
@@ -212,9 +215,11 @@ def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit:
 
 
 def health(state: EMState, update_phi: bool = True):
-    """``(finite, present)`` on the device: every value finite, and at least one topic (a
-    non-zero column of Φ used by some document) and one document (a non-zero θ_d) left."""
-    finite = jnp.isfinite(state.phi).all() & jnp.isfinite(state.theta).all() & jnp.isfinite(state.loglik)
+    """``(finite, present)`` on the device: every value finite (the counts of the last M-step
+    too), and at least one topic (a non-zero column of Φ used by some document) and one document
+    (a non-zero θ_d) left."""
+    finite = (jnp.isfinite(state.phi).all() & jnp.isfinite(state.theta).all() & jnp.isfinite(state.loglik)
+              & jnp.asarray(state.finite))
     used = state.theta.sum(1) > 0
     if update_phi:
         used = used & (state.phi.sum(0) > 0)
@@ -235,7 +240,7 @@ def _infer(phi, data, n_docs, reg, n_iter, params, topic_alive, aux, cfg):
     theta0 = jnp.broadcast_to((alive / alive.sum())[:, None], (T, n_docs)).astype(phi.dtype)
     z = jnp.zeros((), phi.dtype)
     state = EMState(phi, theta0, z, z, jnp.zeros((), jnp.int32), reg.params if params is None else params, alive,
-                    jnp.ones(n_docs, phi.dtype), jnp.zeros(T, bool), jnp.zeros(n_docs, bool))
+                    jnp.ones(n_docs, phi.dtype), jnp.zeros(T, bool), jnp.zeros(n_docs, bool), jnp.array(True))
     cfg = cfg._replace(update_phi=False, mask_topics=topic_alive is not None or cfg.mask_topics)
     state, _ = jax.lax.scan(lambda s, _: (step(s, data, reg, aux, cfg), None), state, None, length=n_iter)
     return state.theta

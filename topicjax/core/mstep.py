@@ -57,7 +57,16 @@ def clamped(x):
     return x + jax.lax.stop_gradient(jnp.maximum(x, EPS) - x)
 
 
-def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = None, *, update_phi: bool = True):
+def _keep_best(a, b):
+    """Columns of ``a`` with no positive entry take the largest entry of ``b`` there (if positive)."""
+    lost = ~jnp.any(a > 0, axis=0) & jnp.any(b > 0, axis=0)
+    best = jnp.argmax(b, axis=0)
+    rows = jnp.arange(a.shape[0])[:, None] == best[None, :]
+    return jnp.where(lost[None, :] & rows, b, a)
+
+
+def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = None, *, update_phi: bool = True,
+                       keep: Callable | None = None):
     """``x ⊙ ∇(L + R)`` for ``x = Φ, Θ`` with one ``jax.value_and_grad``.
 
     ``loglik(phi, theta) -> L`` is a likelihood whose gradient gives the E-step counts (a
@@ -65,6 +74,11 @@ def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = 
     Returns ``(L, R, A_phi, A_theta)`` with ``A_phi = n_wt + φ ∂R/∂φ`` (``None`` when
     ``update_phi`` is False: Φ is then a constant and only Θ's gradient is taken) and
     ``A_theta = n_td + θ ∂R/∂θ`` (eq. 15-16 before the positive part and normalisation).
+
+    ``keep(phi, theta)``: the part of R whose terms promise never to empty a column
+    (rate-controlled sparsing, sec. 5): where a column of A has no positive entry but the column
+    without those terms has, its largest entry keeps that value, so the column keeps one
+    non-zero (costs one gradient of ``keep`` alone: elementwise work, no E-step).
     """
     # R and the factor x are taken at the clamped point v = max(x, EPS) given as arguments of
     # their own (the gradient of R at v, as a straight-through clamp gives); `where` rather than
@@ -91,12 +105,19 @@ def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = 
         v_phi = clamp(phi)
         (_, (ll, r)), (gl_phi, gl_theta, gr_phi, gr_theta) = jax.value_and_grad(
             objective, argnums=(0, 1, 2, 3), has_aux=True)(phi, theta, v_phi, v_theta)
-        return ll, r, v_phi * (gl_phi + gr_phi), v_theta * (gl_theta + gr_theta)
-    phi = jax.lax.stop_gradient(phi)
-    v_phi = clamp(phi)
-    (_, (ll, r)), (gl_theta, gr_theta) = jax.value_and_grad(
-        lambda t, vt: objective(phi, t, v_phi, vt), argnums=(0, 1), has_aux=True)(theta, v_theta)
-    return ll, r, None, v_theta * (gl_theta + gr_theta)
+        a_phi, a_theta = v_phi * (gl_phi + gr_phi), v_theta * (gl_theta + gr_theta)
+    else:
+        phi = jax.lax.stop_gradient(phi)
+        v_phi = clamp(phi)
+        (_, (ll, r)), (gl_theta, gr_theta) = jax.value_and_grad(
+            lambda t, vt: objective(phi, t, v_phi, vt), argnums=(0, 1), has_aux=True)(theta, v_theta)
+        a_phi, a_theta = None, v_theta * (gl_theta + gr_theta)
+    if keep is not None:
+        k_phi, k_theta = jax.grad(keep, argnums=(0, 1))(v_phi, v_theta)
+        a_theta = _keep_best(a_theta, a_theta - v_theta * k_theta)
+        if update_phi:
+            a_phi = _keep_best(a_phi, a_phi - v_phi * k_phi)
+    return ll, r, a_phi, a_theta
 
 
 def normalize_columns(a: Float[Array, "N K"], segments=None, n_segments: int = 1) -> Float[Array, "N K"]:
@@ -115,13 +136,18 @@ def normalize_columns(a: Float[Array, "N K"], segments=None, n_segments: int = 1
 
 
 def m_step(loglik: Callable, phi, theta, penalty: Callable | None = None, *, update_phi: bool = True,
-           segments=None, n_segments: int = 1):
-    """One regularized EM iteration (ARTM eq. 14-16): ``(L, R, Φ_new, Θ_new)`` with
+           segments=None, n_segments: int = 1, keep: Callable | None = None):
+    """One regularized EM iteration (ARTM eq. 14-16): ``(L, R, Φ_new, Θ_new, finite)`` with
     ``Φ_new = normalize((Φ ⊙ ∇_Φ(L + R))₊)`` (per block of rows with ``segments``; Φ itself when
-    ``update_phi`` is False) and ``Θ_new = normalize((Θ ⊙ ∇_Θ(L + R))₊)``."""
-    ll, r, a_phi, a_theta = regularized_counts(loglik, phi, theta, penalty, update_phi=update_phi)
+    ``update_phi`` is False) and ``Θ_new = normalize((Θ ⊙ ∇_Θ(L + R))₊)``.  ``finite`` is False
+    when L, R or a count was not finite: the positive part would silently turn a NaN column into
+    zeros (a removed topic), so the drivers stop on it instead."""
+    ll, r, a_phi, a_theta = regularized_counts(loglik, phi, theta, penalty, update_phi=update_phi, keep=keep)
+    finite = jnp.isfinite(ll) & jnp.isfinite(r) & jnp.all(jnp.isfinite(a_theta))
+    if update_phi:
+        finite = finite & jnp.all(jnp.isfinite(a_phi))
     new_phi = normalize_columns(a_phi, segments, n_segments) if update_phi else phi
-    return ll, r, new_phi, normalize_columns(a_theta)
+    return ll, r, new_phi, normalize_columns(a_theta), finite
 
 
 @jax.custom_vjp

@@ -11,15 +11,26 @@ Vowpal Wabbit text, as used by BigARTM (:func:`read_vw`, :func:`write_vw`)
     one document per line, ``doc_name word word:3 |@default_class word |@tag t1 t2``: the first
     token names the document, ``|name`` opens a namespace, which becomes a *modality* of the
     corpus (:attr:`Corpus.modalities`, :attr:`Corpus.modality_names`); tokens before the first
-    ``|`` and tokens of a namespace without a name belong to ``"@default_class"``.
+    ``|`` and tokens of a namespace without a name belong to ``"@default_class"``.  Document labels
+    are the namespace ``@labels``: :func:`write_vw` writes them there and :func:`read_vw` reads
+    them back by default, so what one writes the other reads back identically.
 lda-c (:func:`read_ldac`, :func:`write_ldac`)
     one document per line, ``N id:count id:count ...`` with ``N`` pairs and 0-based word ids
     (the format of Blei's lda-c and of the PTM reference code); the vocabulary is a separate file,
     one word per line.
 Raw text (:func:`read_texts`, :func:`read_text_folder`)
     tokenised by scikit-learn's ``CountVectorizer`` (stop words, ``min_df``, ``max_df``...).
+A table of documents (:func:`read_tsv`)
+    one document per line, ``text[<TAB>partition]<TAB>label`` (OCTIS's ``corpus.tsv``), the
+    words tokenised by a vocabulary file beside it or by ``CountVectorizer``; read only when asked.
 
-:func:`read_corpus` chooses the reader from the form of a path (used by ``topicjax fit CORPUS``).
+:func:`read_corpus` chooses the reader from the form of a path (used by ``topicjax fit CORPUS``),
+or takes the one named by ``format=``.  A folder is read as text documents only when it holds
+files of a known kind (:data:`~topicjax.data.readers.texts.TEXT_SUFFIXES`: ``*.txt``,
+``*.text``, names without a suffix; other files are skipped with a warning) and no table
+(``*.tsv``, ``*.csv``, ``*.json``, ``*.jsonl``): a folder such as OCTIS's ``corpus.tsv`` +
+``vocabulary.txt`` is a :class:`CorpusError` saying to ask for ``format="tsv"``, not four "text
+documents".
 
 Vocabulary keys of a multimodal (VW) corpus
 -------------------------------------------
@@ -68,7 +79,8 @@ from pathlib import Path
 from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.data.readers.common import read_vocab, split_lines
 from topicjax.data.readers.ldac import read_ldac, write_ldac
-from topicjax.data.readers.texts import read_text_folder, read_texts
+from topicjax.data.readers.texts import TEXT_SUFFIXES, describe_files, folder_files, read_text_folder, read_texts
+from topicjax.data.readers.tsv import read_tsv
 from topicjax.data.readers.uci import (
     DOCWORD_NAME,
     check_uci_documents,
@@ -93,7 +105,9 @@ __all__ = [
     "write_ldac",
     "read_texts",
     "read_text_folder",
+    "read_tsv",
     "read_corpus",
+    "FORMATS",
     "corpus_kind",
     "read_vocab",
     "find_uci",
@@ -109,17 +123,37 @@ __all__ = [
 # ---------------------------------------------------------------------- dispatch
 _VW_SUFFIXES = (".vw", ".vw.txt", ".vw.gz", ".vw.txt.gz")
 _LDAC_SUFFIXES = (".ldac", ".dat", ".lda-c", ".ldac.gz", ".dat.gz", ".lda-c.gz")
+_TABLE_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl", ".tsv.gz", ".csv.gz")
+
+#: The formats :func:`read_corpus` knows, by the name ``format=`` takes.
+FORMATS = ("uci", "vw", "ldac", "texts", "tsv")
 
 
 def corpus_kind(path) -> str:
-    """``"uci"``, ``"vw"``, ``"ldac"`` or ``"texts"``: how :func:`read_corpus` reads ``path``."""
+    """``"uci"``, ``"vw"``, ``"ldac"`` or ``"texts"``: how :func:`read_corpus` reads ``path``
+    when no ``format`` is given (a table, ``"tsv"``, is never chosen by itself)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
     name = p.name.lower()
     if p.is_dir():
-        if any(DOCWORD_NAME.match(q.name) for q in p.iterdir() if q.is_file()):
+        top = [q for q in p.iterdir() if q.is_file() and not q.name.startswith(".")]
+        if any(DOCWORD_NAME.match(q.name) for q in top):
             return "uci"
+        tables = sorted(q for q in top if q.name.lower().endswith(_TABLE_SUFFIXES))
+        if tables:
+            raise CorpusError(
+                f"{p}: holds {describe_files(p, tables)}, a table rather than a folder of text documents; a table "
+                "of documents, one per line (text[<TAB>partition]<TAB>label, as OCTIS's corpus.tsv), is read when "
+                "asked: format='tsv' (topicjax: --format tsv); to read the files of the folder as documents "
+                "anyway: format='texts' (--format texts)"
+            )
+        known, others = folder_files(p, TEXT_SUFFIXES)
+        if not known:
+            found = f"; it holds {describe_files(p, others)}" if others else " (it is empty)"
+            raise CorpusError(
+                f"{p}: no text documents of a known kind (files named *.txt, *.text or without a suffix){found}"
+            )
         return "texts"
     if DOCWORD_NAME.match(p.name):
         return "uci"
@@ -127,24 +161,53 @@ def corpus_kind(path) -> str:
         return "vw"
     if name.endswith(_LDAC_SUFFIXES):
         return "ldac"
+    if name.endswith((".tsv", ".tsv.gz")):
+        raise CorpusError(f"{p}: a table of documents is read when asked: format='tsv' (topicjax: --format tsv)")
     raise CorpusError(
         f"{p}: unknown corpus form; expected a UCI folder or docword.NAME.txt[.gz] file, a Vowpal Wabbit "
         "file (.vw, .vw.txt), an lda-c file (.ldac, .dat) or a folder of raw text files"
     )
 
 
-def read_corpus(path, **kwargs) -> Corpus:
-    """Read a corpus, choosing the reader from what ``path`` is.
+def _read_folder_texts(path, **kwargs) -> Corpus:
+    """A folder of text documents as :func:`read_corpus` reads it: files of a known kind, the
+    others skipped with a :class:`~topicjax.data.corpus.CorpusWarning` naming them."""
+    import warnings
+
+    from topicjax.data.corpus import CorpusWarning
+
+    if "suffixes" not in kwargs:
+        kwargs["suffixes"] = TEXT_SUFFIXES
+        _, others = folder_files(path, TEXT_SUFFIXES)
+        if others:
+            warnings.warn(f"{path}: {len(others)} file(s) of other kinds skipped ({describe_files(path, others)}); "
+                          "text documents are files named *.txt, *.text or without a suffix", CorpusWarning,
+                          stacklevel=3)
+    return read_text_folder(path, **kwargs)
+
+
+def read_corpus(path, format: str | None = None, **kwargs) -> Corpus:
+    """Read a corpus, choosing the reader from what ``path`` is, or by ``format`` (one of
+    :data:`FORMATS`).
 
     * a folder holding ``docword.*.txt[.gz]``, or a file named so: :func:`read_uci`;
     * ``*.vw``, ``*.vw.txt`` (optionally ``.gz``): :func:`read_vw`;
     * ``*.ldac``, ``*.dat``, ``*.lda-c`` (optionally ``.gz``): :func:`read_ldac`, with the
       vocabulary file found beside it;
-    * any other folder: :func:`read_text_folder` (one document per file, sub-folders as labels).
+    * a folder of text documents of a known kind (see the module docstring):
+      :func:`read_text_folder` (one document per file, sub-folders as labels);
+    * ``format="tsv"`` only: :func:`read_tsv` (a folder holding one ``*.tsv``, or the table).
 
     Keywords go to the chosen reader.  A path of any other form is a :class:`CorpusError`; a
     missing path a :class:`FileNotFoundError`.
     """
-    kind = corpus_kind(path)
-    reader = {"uci": read_uci, "vw": read_vw, "ldac": read_ldac, "texts": read_text_folder}[kind]
+    if format is None:
+        kind = corpus_kind(path)
+    elif format in FORMATS:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        kind = format
+    else:
+        raise ValueError(f"format must be one of {FORMATS} or None, got {format!r}")
+    reader = {"uci": read_uci, "vw": read_vw, "ldac": read_ldac, "texts": _read_folder_texts, "tsv": read_tsv}[kind]
     return reader(path, **kwargs)

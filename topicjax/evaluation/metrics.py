@@ -364,8 +364,9 @@ def class_consistency(theta_train, labels_train, theta_test, labels_test, *, n_t
         precision.append(tp / n_pred if n_pred else 1.0)
         recall.append(tp / float(y_te.sum()))
     r, p = np.asarray(recall), np.asarray(precision)
-    order = np.argsort(r)
-    auc = float(np.trapezoid(p[order], r[order]))
+    # the curve traced from ν = 1 down to ν = 0 (recall never decreases along it); sorting by
+    # recall instead would order points of equal recall arbitrarily and change the area
+    auc = float(np.trapezoid(p[::-1], r[::-1]))
     return {"p_label": p_label, "auc": auc, "precision": p, "recall": r}
 
 

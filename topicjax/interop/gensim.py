@@ -73,23 +73,19 @@ def from_gensim(bow, dictionary, **kwargs) -> Corpus:
     id2word = {int(i): str(w) for i, w in dictionary.items()}
     ids = np.array(sorted(id2word), np.int64)
     remap = {int(i): n for n, i in enumerate(ids)}
-    d_ids, w_ids, counts = [], [], []
-    n_docs = 0
-    for d, doc in enumerate(bow):
-        n_docs = d + 1
-        for item in doc:
-            try:
-                w, c = item
-            except (TypeError, ValueError):
-                raise ValueError(f"document {d}: entry {item!r} is not a (word_id, count) pair") from None
-            if int(w) not in remap:
-                raise ValueError(f"document {d}: word id {w} is not in the dictionary")
-            d_ids.append(d)
-            w_ids.append(remap[int(w)])
-            counts.append(c)
-    kwargs.setdefault("n_docs", n_docs)
-    return Corpus.from_entries(np.asarray(d_ids, np.int64), np.asarray(w_ids, np.int64), np.asarray(counts),
-                               vocab=[id2word[int(i)] for i in ids], **kwargs)
+
+    def new_id(w, d):
+        try:
+            return remap[int(w)]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"document {d}: word id {w!r} is not in the dictionary") from None
+
+    def remapped():  # Corpus.from_lists checks the pairs and counts and names the document
+        for d, doc in enumerate(bow):
+            yield [(new_id(item[0], d), item[1]) if isinstance(item, (tuple, list)) and len(item) == 2 else item
+                   for item in doc]
+
+    return Corpus.from_lists(remapped(), vocab=[id2word[int(i)] for i in ids], **kwargs)
 
 
 def _live(matrix: np.ndarray, drop_empty: bool) -> np.ndarray:

@@ -125,6 +125,7 @@ def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str 
     orders = _validate_orders(corpus.n_docs, m_max, m_min, step)
     pb.check_kind(bic)
     proto = PTM(n_components=orders[0], bic=bic, random_state=random_state, progress=progress, **ptm_params)
+    proto._validate_params()  # max_iter, tol, random_state: the messages of PTM.fit
     cfg = proto._config()
     data = prepare(corpus, block_tokens=proto.block_tokens)
     result = OrderSelection([], [], {}, [])

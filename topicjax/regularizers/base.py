@@ -179,6 +179,7 @@ class Term(eqx.Module):
     learned: tuple = eqx.field(static=True, default=())
     spec_json: str | None = eqx.field(static=True, default=None)
     bound: bool = eqx.field(static=True, default=True)
+    keep_one: bool = eqx.field(static=True, default=False)
 
     @property
     def spec(self) -> dict | None:
@@ -206,7 +207,9 @@ class Term(eqx.Module):
             if ctx.phase == "transform" and ctx.fitted:
                 params = {**params, **{k: np.asarray(v) for k, v in ctx.fitted.items() if k in self.learned}}
         update = self.update if (ctx.phase != "transform" or self.update_in_transform) else None
-        return _replace(self, params=params, update=update, bound=True)
+        # the binder is not part of the bound term: a refit with a new pool object of the same
+        # kind then has the same pytree structure and reuses the compiled step
+        return _replace(self, params=params, update=update, bound=True, binder=None)
 
 
 def _replace(term: Term, **changes) -> Term:
@@ -267,15 +270,23 @@ class Regularizer(eqx.Module):
             return jnp.zeros((0,))
         return jnp.stack([jnp.asarray(t.coef(iteration), jnp.float32).astype(jnp.result_type(float)) for t in self.terms])
 
-    def penalty(self, phi, theta, params=None, iteration=1):
+    def penalty(self, phi, theta, params=None, iteration=1, *, keep_one=None):
         """``Σ_i coef_i(iteration) R_i(phi, theta; params_i)`` with ``params`` (a tuple, one
-        pytree per term; default: the terms' own)."""
+        pytree per term; default: the terms' own); ``keep_one`` True/False: only the terms that
+        do / do not promise never to empty a column (rate-controlled sparsing)."""
         params = self.params if params is None else params
         dtype = jnp.result_type(phi)
         total = jnp.zeros((), dtype)
         for t, p in zip(self.terms, params):
+            if keep_one is not None and t.keep_one != keep_one:
+                continue
             total = total + jnp.asarray(t.coef(iteration), dtype) * jnp.asarray(t.fn(phi, theta, p), dtype)
         return total
+
+    @property
+    def keeps_one(self) -> bool:
+        """Some term promises never to empty a column (see :func:`topicjax.core.mstep.regularized_counts`)."""
+        return any(t.keep_one for t in self.terms)
 
     def __call__(self, phi, theta, iteration=1):
         reg = self
@@ -423,13 +434,15 @@ def _unique_names(terms):
 def custom(fn: Callable, data: Any = None, *, name: str | None = None, nonnegative: bool = False,
            uses_phi: bool = True, uses_theta: bool = True, per_document: bool = False,
            update: Callable | None = None, learned: tuple = (), binder: Callable | None = None,
-           spec: dict | None = None, update_in_transform: bool = False) -> Regularizer:
+           spec: dict | None = None, update_in_transform: bool = False, keep_one: bool = False) -> Regularizer:
     """A regularizer from ``fn(phi, theta, data) -> scalar`` and its ``data`` (a pytree of arrays,
     passed to the compiled step as an argument instead of being closed over).
 
     ``binder(ctx) -> data`` computes the data when the model is fitted (pool members);
-    ``update(phi, theta, data, tau) -> data`` re-estimates it after every EM pass.  The other
-    keywords are the metadata of :class:`Term`.
+    ``update(phi, theta, data, tau) -> data`` re-estimates it after every EM pass.  ``keep_one``:
+    the M-step never lets this term empty a column of Φ or Θ (the largest entry of a column that
+    it would zero keeps its value without the term).  The other keywords are the metadata of
+    :class:`Term`.
 
     >>> import jax.numpy as jnp
     >>> from topicjax import regularizers as R
@@ -448,7 +461,8 @@ def custom(fn: Callable, data: Any = None, *, name: str | None = None, nonnegati
     term = Term(fn=fn, params=data, coef=Constant(1.0), name=name or getattr(fn, "__name__", type(fn).__name__),
                 binder=binder, update=update, nonnegative=nonnegative, uses_phi=uses_phi, uses_theta=uses_theta,
                 per_document=per_document, update_in_transform=update_in_transform, learned=tuple(learned),
-                spec_json=None if spec is None else json.dumps(jsonable(spec)), bound=binder is None)
+                spec_json=None if spec is None else json.dumps(jsonable(spec)), bound=binder is None,
+                keep_one=keep_one)
     return Regularizer([term])
 
 

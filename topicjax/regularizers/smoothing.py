@@ -112,7 +112,7 @@ def _phi_log_regularizer(factory, sign, beta, topics, modalities, rate, name, sp
 
     return custom(
         phi_log_fn, name=name, binder=binder, nonnegative=True, uses_theta=False,
-        update=_sparse_phi_rate_update if rate is not None else None, spec=spec,
+        update=_sparse_phi_rate_update if rate is not None else None, spec=spec, keep_one=rate is not None,
     )
 
 
@@ -168,7 +168,7 @@ def _theta_log_regularizer(sign, alpha, topics, docs, rate, name, spec):
     return custom(
         theta_log_fn, name=name, binder=binder, nonnegative=True, uses_phi=False,
         update=_sparse_theta_rate_update if rate is not None else None, update_in_transform=True,
-        per_document=docs is not None, spec=spec,
+        per_document=docs is not None, spec=spec, keep_one=rate is not None,
     )
 
 

@@ -465,7 +465,8 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     vocabulary keys and messages, with the line numbers of the whole file).  The vocabulary is
     numbered in order of first appearance; documents without tokens are dropped (as
     ``empty_docs="drop"``) and counted in ``meta.json``.  Document names are not stored, so
-    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here.
+    repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here; nor are
+    labels (the ``@labels`` namespace, read as labels by default, not as words).
     """
     import tempfile
     import warnings
@@ -541,11 +542,12 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     T = phi.shape[1]
     it = state.updates + 1
     penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, state.params, it))
+    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, state.params, it, keep_one=True))
     theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
 
     def inner(_, th):
         a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
-                                     update_phi=False)[3]
+                                     update_phi=False, keep=keep)[3]
         return mstep.normalize_columns(a)
 
     theta = jax.lax.fori_loop(0, static.doc_passes - 1, inner, theta)
@@ -555,7 +557,7 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     def update(_):
         rho = jnp.power(static.tau0 + state.updates.astype(phi.dtype), -static.kappa)
         n_wt = (1 - rho) * state.n_wt + rho * pending
-        new_phi = mstep.m_step(mstep.counts_likelihood(n_wt), phi, theta, penalty)[2]
+        new_phi = mstep.m_step(mstep.counts_likelihood(n_wt), phi, theta, penalty, keep=keep)[2]
         return state._replace(phi=new_phi, n_wt=n_wt, pending=jnp.zeros_like(pending), updates=state.updates + 1)
 
     state = jax.lax.cond(apply_update, update, lambda _: state._replace(pending=pending), None)

@@ -62,7 +62,8 @@ class TTMM(TopicModelBase):
     chunk: non-zeros per chunk of the sparse sweeps (default: about 4M / J values per chunk).
     progress: show a tqdm progress bar.
 
-    Fitted attributes: ``pi_`` (J,), ``tau_`` (J, K), ``beta_`` (K, W) (``phi_ = beta_.T``),
+    Fitted attributes: ``pi_`` (J,), ``tau_`` (J, K), ``beta_`` (K, W) (``phi_ = beta_.T``,
+    ``components_ = beta_``), ``theta_`` (K, D): P(t|d) of eq. 18 for the training documents,
     ``loglik_history_`` (L of eq. 4 after 0, 1, ..., ``n_iter_`` iterations; float64 totals),
     ``n_iter_``, ``vocab_``.
 
@@ -71,8 +72,8 @@ class TTMM(TopicModelBase):
     ``score`` their sum.
     """
 
-    _saved_arrays = ("pi_", "tau_", "beta_")
-    _saved_meta = ("loglik_history_", "n_iter_")
+    _saved_arrays = ("pi_", "tau_", "beta_", "theta_")
+    _saved_meta = ("loglik_history_", "history_", "n_iter_")
     _unsaved_params = ("optimizer",)
 
     def __init__(self, n_themes=10, n_components=10, *, solver="em", optimizer=None, batch_size=64,
@@ -127,6 +128,7 @@ class TTMM(TopicModelBase):
         self.pi_ = host_array(params.pi)
         self.tau_ = host_array(params.tau)
         self.beta_ = host_array(params.beta)
+        self.theta_ = host_array(topic_posterior(params, data, D)).T
         self.loglik_history_ = [float(v) for v in lls]
         self.n_iter_ = len(records)
         self._set_components()
@@ -221,6 +223,7 @@ class TTMM(TopicModelBase):
             lls = [_total(r) for r in rows] + [final]
             m._set_history(rows, lls[1:])
             m.pi_, m.tau_, m.beta_ = (host_array(x) for x in params)
+            m.theta_ = host_array(topic_posterior(params, data, D)).T
             m.loglik_history_ = [float(v) for v in lls]
             m.n_iter_ = n
             m._set_components()

@@ -58,17 +58,37 @@ def read_texts(
     return Corpus.from_sparse(X, vocab, labels=labels, doc_names=doc_names, empty_docs=empty_docs)
 
 
-def _text_files(root: Path, suffixes) -> list[Path]:
-    out = []
+#: Files taken as text documents when a folder is read by :func:`topicjax.data.formats.read_corpus`:
+#: names ending in ``.txt`` or ``.text``, and names without a suffix (the posts of 20 Newsgroups);
+#: ``""`` in ``suffixes`` stands for "no suffix".
+TEXT_SUFFIXES = (".txt", ".text", "")
+
+
+def matches_suffixes(name: str, suffixes) -> bool:
+    """Whether a file name ends in one of ``suffixes`` (``""``: the name has no suffix at all;
+    ``None``: every name matches)."""
+    if suffixes is None:
+        return True
+    lower = name.lower()
+    return any((s == "" and "." not in name) or (s and lower.endswith(s.lower())) for s in suffixes)
+
+
+def folder_files(root, suffixes=None) -> tuple[list[Path], list[Path]]:
+    """``(matching, others)``: the files under ``root`` (hidden files and folders skipped), in
+    sorted order, split by :func:`matches_suffixes`."""
+    root = Path(root)
+    match, other = [], []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for f in sorted(filenames):
             if f.startswith("."):
                 continue
-            if suffixes is not None and not f.endswith(tuple(suffixes)):
-                continue
-            out.append(Path(dirpath) / f)
-    return sorted(out, key=lambda p: p.relative_to(root).parts)
+            (match if matches_suffixes(f, suffixes) else other).append(Path(dirpath) / f)
+
+    def key(p):
+        return p.relative_to(root).parts
+
+    return sorted(match, key=key), sorted(other, key=key)
 
 
 def read_text_folder(
@@ -83,7 +103,8 @@ def read_text_folder(
     """Read a folder of raw text files, one document per file, through :func:`read_texts`.
 
     Files are taken in sorted order (hidden files and folders skipped; ``suffixes`` such as
-    ``(".txt",)`` restricts them).  When the files lie in sub-folders (the layout of
+    ``(".txt",)`` restricts them, ``""`` standing for names without a suffix, as in
+    :data:`TEXT_SUFFIXES`).  When the files lie in sub-folders (the layout of
     20 Newsgroups, ``group/post``), the name of each file's folder is its label; ``labels=False``
     ignores them, ``labels=True`` requires them.  Files both at the top and in sub-folders are an
     error when labels are used.  Document names are the paths relative to ``path``.  A file that
@@ -92,9 +113,11 @@ def read_text_folder(
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
-    files = _text_files(root, suffixes)
+    files, others = folder_files(root, suffixes)
     if not files:
-        raise CorpusError(f"{root}: no text files in this folder")
+        kinds = "" if suffixes is None else f" (files named {', '.join('*' + s if s else 'without a suffix' for s in suffixes)})"
+        found = f"; it holds {describe_files(root, others)}" if others else ""
+        raise CorpusError(f"{root}: no text files in this folder{kinds}{found}")
     in_sub = [p.parent != root for p in files]
     if labels is None:
         labels = all(in_sub)
@@ -110,3 +133,10 @@ def read_text_folder(
     names = ["/".join(p.relative_to(root).parts) for p in files]
     doc_labels = [p.parent.name for p in files] if labels else None
     return read_texts(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)
+
+
+def describe_files(root, files, n: int = 4) -> str:
+    """``a.json, b.tsv and 3 more`` (paths relative to ``root``), for messages."""
+    names = ["/".join(Path(f).relative_to(root).parts) for f in files]
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more

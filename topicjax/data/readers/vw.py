@@ -24,6 +24,17 @@ from topicjax.data.readers.common import (
 
 #: Modality of VW tokens before the first namespace and of namespaces without a name (BigARTM).
 DEFAULT_MODALITY = "@default_class"
+#: The namespace of document labels, written by :func:`write_vw` and read back by :func:`read_vw`
+#: (the name of the class modality of ARTM, :data:`topicjax.regularizers.LABELS_MODALITY`).
+LABELS_NAMESPACE = "@labels"
+
+
+class _DefaultNamespace(str):
+    """The default ``label_modality`` of :func:`read_vw`, told apart from an explicit ``"@labels"``
+    by identity (labels passed by the caller then win over a file without labels)."""
+
+
+_DEFAULT_LABELS = _DefaultNamespace(LABELS_NAMESPACE)
 
 
 def _vw_key(modality: str, word: str) -> str:
@@ -56,7 +67,7 @@ def _split_token(tok: str) -> tuple[str, int]:
 def read_vw(
     path,
     *,
-    label_modality: str | None = None,
+    label_modality: str | None = _DEFAULT_LABELS,
     vocab=None,
     empty_docs: str = "error",
     encoding: str = "utf-8",
@@ -72,12 +83,17 @@ def read_vw(
     ``doc{index}``, the index counting documents (non-blank lines) from ``first_index`` (for a
     file read in pieces, as :func:`topicjax.scale.online.convert_vw` does).
 
-    ``label_modality``: the namespace holding document labels (e.g. ``"@labels"``): its tokens
+    ``label_modality``: the namespace holding document labels, by default ``"@labels"``, where
+    :func:`write_vw` writes them, so that what it writes reads back identically: its tokens
     become labels (multi-label when a document has several) instead of words; a label token may
-    not carry a count other than 1.  Label columns are sorted by name unless ``label_names`` is
-    given.  ``vocab``: a sequence of keys or a vocabulary file (one key per line) fixing the
-    vocabulary and its order (a word outside it is an error naming the line); otherwise words are
-    numbered in order of first appearance.  Other keywords go to :meth:`Corpus.from_entries`.
+    not carry a count other than 1; a file where no document has a label gives a corpus without
+    labels.  ``None`` reads every namespace as words.  Label columns are sorted by name unless
+    ``label_names`` is given or the vocabulary holds them.  ``vocab``: a sequence of keys or a
+    vocabulary file (one key per line, as :func:`write_vw` writes with ``vocab_path``) fixing the
+    vocabulary and its order (a word outside it is an error naming the line); its keys
+    ``"<label_modality>|name"`` are the label columns, in order (a label outside them is an
+    error).  Otherwise words are numbered in order of first appearance.  Other keywords go to
+    :meth:`Corpus.from_entries`.
 
     Two lines with the same document name are two documents (as in BigARTM, where the name is a
     title, not a key): both are kept, and a :class:`~topicjax.data.corpus.CorpusWarning` names the
@@ -85,18 +101,28 @@ def read_vw(
     (pass ``doc_names=`` to name them yourself, which silences it).
     """
     check_empty_docs(empty_docs)
-    if label_modality is not None and "labels" in kwargs:
+    if label_modality is not None and "labels" in kwargs and label_modality is not _DEFAULT_LABELS:
         raise ValueError("pass either label_modality (labels read from the file) or labels, not both")
     words, vsrc = vocab_arg(vocab, encoding)
     fixed = words is not None
     keys: dict[str, int] = {}
     key_modality: list[str] = []
+    fixed_labels: dict[str, int] | None = None
     if fixed:
+        seen: set[str] = set()
         for i, k in enumerate(words):
-            if k in keys:
-                raise CorpusError(f"{vsrc}: word {k!r} appears twice (entries {keys[k]} and {i})")
-            keys[k] = i
-            key_modality.append(vw_token(k)[0])
+            if k in seen:
+                raise CorpusError(f"{vsrc}: word {k!r} appears twice (entries {words.index(k)} and {i})")
+            seen.add(k)
+            modality, word = vw_token(k)
+            if label_modality is not None and modality == label_modality:
+                fixed_labels = {} if fixed_labels is None else fixed_labels
+                fixed_labels[word] = len(fixed_labels)
+                continue
+            keys[k] = len(key_modality)
+            key_modality.append(modality)
+        if fixed_labels is not None and "label_names" in kwargs:
+            raise ValueError(f"{vsrc} holds the label names ({label_modality!r} keys); do not pass label_names too")
     text = read_text(path, encoding)
     d_ids: list[int] = []
     w_ids: list[int] = []
@@ -126,6 +152,8 @@ def read_vw(
                     if ns == label_modality:
                         if c != 1:
                             raise BadValue(f"label {tok!r} has a count; labels of {ns!r} must be plain names")
+                        if fixed_labels is not None and word not in fixed_labels:
+                            raise BadValue(f"label {word!r} is not among the labels of {vsrc}")
                         labels_here.append(word)
                         continue
                     key = _vw_key(ns, word)
@@ -158,8 +186,14 @@ def read_vw(
         modality_names = list(dict.fromkeys(key_modality))
         modalities = key_modality
     kwargs.setdefault("doc_names", names)
-    if label_modality is not None:
+    if "labels" in kwargs and label_modality is not None and any(doc_labels):
+        d = next(i for i, ls in enumerate(doc_labels) if ls)
+        raise ValueError(f"{path}, line {line_of[d]}: the file has labels in {label_modality!r} and labels= was "
+                         "passed too; pass either (label_modality=None reads that namespace as words)")
+    if "labels" not in kwargs and label_modality is not None and (fixed_labels is not None or any(doc_labels)):
         kwargs["labels"] = doc_labels
+        if fixed_labels is not None:
+            kwargs["label_names"] = list(fixed_labels)
     return Corpus.from_entries(
         d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=vocab_keys, n_docs=n_docs,
         modalities=modalities, modality_names=modality_names, empty_docs=empty_docs, **kwargs,
@@ -196,7 +230,7 @@ def write_vw(
     corpus: Corpus,
     path,
     *,
-    label_modality: str | None = "@labels",
+    label_modality: str | None = LABELS_NAMESPACE,
     vocab_path=None,
     compress: bool | None = None,
 ) -> Path:
@@ -205,10 +239,17 @@ def write_vw(
     One line per document: its name (``doc_names``, else ``doc{index}``), then ``|modality``
     and its tokens for every modality present in the document (``|@default_class`` for a corpus
     without modalities), ``word`` for a count of 1 and ``word:count`` otherwise.  Labels are
-    written as the namespace ``label_modality`` (``None``: labels are not written).  The format
-    has no vocabulary, so words that never occur, and the order of the vocabulary, are lost
-    unless ``vocab_path`` is given: then the vocabulary keys are written there, one per line, to
-    pass back as ``read_vw(path, vocab=vocab_path)``.  Returns ``path``.
+    written as the namespace ``label_modality`` (``None``: labels are not written), where
+    :func:`read_vw` reads them by default; a modality of words with that name is an error (write
+    it with ``label_modality=None`` and read it back with ``label_modality=None``).
+
+    ``read_vw(path)`` gives back the same corpus (:meth:`Corpus.equals`, labels and document names
+    included) when the vocabulary is in order of first appearance, every word occurs and the
+    label names are sorted and used (modalities are numbered in order of first appearance in
+    the vocabulary, as :func:`read_vw` numbers them).  The format has no vocabulary, so for any other corpus pass
+    ``vocab_path``: the vocabulary keys are written there, one per line, followed by the label
+    names as keys ``"<label_modality>|name"``, and ``read_vw(path, vocab=vocab_path)`` gives back
+    the same corpus.  Returns ``path``.
     """
     path = Path(path)
     W = corpus.n_words
@@ -222,6 +263,9 @@ def write_vw(
         _check_vw_name(m, "modality")
         if ":" in m:
             raise CorpusError(f"modality {m!r} cannot be written in Vowpal Wabbit format (contains ':')")
+        if m == label_modality:
+            raise CorpusError(f"modality {m!r} of the words is the namespace of labels; pass label_modality=None to "
+                              "write it as words (and read it back with label_modality=None)")
     tokens = []
     for w, key in enumerate(corpus.vocab):
         m = mod_names[mod_of[w]]
@@ -260,5 +304,8 @@ def write_vw(
                 parts.append(f"|{label_modality} " + " ".join(labs))
             fh.write(" ".join(parts) + "\n")
     if vocab_path is not None:
-        write_vocab(corpus.vocab, vocab_path)
+        label_keys = []
+        if corpus.labels is not None and label_modality is not None:
+            label_keys = [f"{label_modality}|{name}" for name in corpus.label_names]
+        write_vocab(list(corpus.vocab) + label_keys, vocab_path)
     return path
