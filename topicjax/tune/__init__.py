@@ -20,8 +20,8 @@ from topicjax.tune.objectives import (
            heldout_perplexity,
 )
 from topicjax.tune.problem import Problem, Target, fit, set_coefs, targets_from
-from topicjax.tune.tuner import TuneResult, tune, with_values
+from topicjax.tune.tuner import TuneResult, default_optimizer, tune, with_values
 
 __all__ = ["objectives", "DifferentiableCounts", "differentiable", "forward", "implicit", "unrolled", "Objective",
            "classification", "coherence", "heldout_perplexity", "Problem", "Target", "fit", "set_coefs",
-           "targets_from", "TuneResult", "tune", "with_values"]
+           "targets_from", "TuneResult", "default_optimizer", "tune", "with_values"]

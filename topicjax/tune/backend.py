@@ -2,22 +2,22 @@
 
 Differentiating a fit with respect to its coefficients differentiates the M-step, which uses the
 gradient of the log-likelihood; so the E-step's *counts themselves* are differentiated (second
-order: reverse mode over the reverse mode of :func:`topicjax.core.estep.log_likelihood`).  That
-needs an E-step written in JAX operations all the way down:
+order: reverse mode over the reverse mode of :func:`topicjax.core.estep.log_likelihood`).  The
+engine's E-step (:func:`topicjax.core.estep.expected_counts`) supports that: its values come from
+the kernel that ``TOPICJAX_ESTEP`` selects (the fused C++ kernel of
+:mod:`topicjax.core.kernels` on CPU, which has no derivatives of its own, or the pure-JAX one)
+and their derivatives from a ``jax.jvp`` of the pure-JAX kernel.  Under reverse mode that runs
+the E-step twice per iteration (the selected kernel for the values, the pure-JAX one for the
+residuals of the tangents).
 
-* the sliced E-step of :func:`topicjax.core.estep.expected_counts` is wrapped in
-  :func:`jax.custom_batching.custom_vmap` (its batching rule for many models), which has no
-  reverse-mode rule: ``jax.grad`` through it fails with "Linearization failed";
-* an E-step selected by ``TOPICJAX_ESTEP=ffi|auto`` (a compiled C++ kernel) has first-order
-  derivatives only.
-
-The selection is made HERE, in one function: :func:`differentiable` wraps the device layout in
-:class:`DifferentiableCounts`, a layout that brings its own E-step (the hook of
+A differentiated fit runs the pure-JAX kernel only, ONCE per iteration for values and
+derivatives alike; the selection is made HERE, in one function: :func:`differentiable` wraps the
+device layout in :class:`DifferentiableCounts`, a layout that brings its own E-step (the hook of
 :func:`~topicjax.core.estep.expected_counts`: a ``data`` with a method ``expected_counts`` is
-asked for its counts first), which calls the engine's pure-JAX kernel
-:func:`~topicjax.core.estep.sliced_counts` (or :func:`~topicjax.core.estep.flat_counts` for a
-hand-built layout) directly.  Whatever ``TOPICJAX_ESTEP`` says, a differentiated fit runs the
-XLA kernel; the values are those of the ordinary fit up to float round-off.
+asked for its counts first), which calls :func:`~topicjax.core.estep.sliced_counts` (or
+:func:`~topicjax.core.estep.flat_counts` for a hand-built layout) directly.  Whatever
+``TOPICJAX_ESTEP`` says, hypergradients use the XLA kernel (:data:`ESTEP_BACKEND`); the values
+are those of the ordinary fit up to float round-off (tested against ``ARTM.fit``).
 
 >>> import jax, jax.numpy as jnp, topicjax as tj
 >>> from topicjax.core import estep, layout

@@ -42,7 +42,7 @@ from topicjax.tune import hypergrad
 from topicjax.tune.objectives import as_objective
 from topicjax.tune.problem import Problem, initial_values, targets_from
 
-__all__ = ["tune", "TuneResult", "with_values", "METHODS"]
+__all__ = ["tune", "TuneResult", "with_values", "default_optimizer", "METHODS"]
 
 METHODS = ("unrolled", "implicit")
 
@@ -71,6 +71,16 @@ def with_values(reg, targets, values: dict):
     return reg
 
 
+def default_optimizer(n_steps: int, learning_rate: float = 0.3):
+    """Adam on the log coefficients with a learning rate decaying from ``learning_rate`` to 5% of
+    it on a cosine over ``n_steps``, and momentum ``b1 = 0.5`` (the usual 0.9 overshoots: a
+    coefficient that should move by a factor of 2 swings past it for several steps).  A step
+    moves each coefficient by a factor of up to ``exp(learning_rate)``."""
+    import optax
+
+    return optax.adam(optax.cosine_decay_schedule(learning_rate, max(int(n_steps), 1), alpha=0.05), b1=0.5)
+
+
 def _project(u, lo, hi):
     return jnp.clip(u, lo, hi)
 
@@ -86,7 +96,7 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
     scalar`` (minimised); ``coefs``: ``{"name": (lower, upper), "name.field": ...}``
     (:func:`~topicjax.tune.problem.targets_from`: log-scale bounds, schedule fields);
     ``optimizer``: an ``optax.GradientTransformation`` on ``u = log(coefficient)`` (default
-    ``optax.adam(0.2)``); ``n_steps``: number of fits (and gradients); ``method``:
+    :func:`default_optimizer`); ``n_steps``: number of fits (and gradients); ``method``:
     ``"unrolled"`` or ``"implicit"`` (``implicit_options``: keywords of
     :func:`~topicjax.tune.hypergrad.implicit`); ``init``: starting values ``{name: value}``
     (default: the model's own coefficients, clipped into the bounds); ``dtype``: of the fit
@@ -124,7 +134,8 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
                     raise ValueError(f"init[{t.name!r}] = {v} must be > 0 (tuned on a log scale)")
                 u0[k] = np.log(v) if t.log else v
     u = _project(jnp.asarray(u0, problem.state.phi.dtype), lo, hi)
-    optimizer = optax.adam(0.2) if optimizer is None else optimizer
+    if optimizer is None:
+        optimizer = default_optimizer(int(n_steps))
     opt_state = optimizer.init(u)
     opts = dict(implicit_options or {})
 
