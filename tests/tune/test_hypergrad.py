@@ -4,8 +4,9 @@ unrolled and implicit hypergradients against each other at convergence.
 The reference is independent of the code under test: ``(f(u + h e_k) - f(u - h e_k)) / 2h`` of
 the objective after a complete (forward-only) fit.  The problem has three regularizers --
 smoothing of Φ, sparsing of Θ with a Linear ramp (its ``first`` and ``last`` tuned) and
-decorrelation -- and three objectives (held-out perplexity, smooth coherence, classification),
-one compiled hypergradient for all of them (the objective's weights are traced leaves).
+decorrelation switched on by a Step schedule (its ``value`` tuned) -- and three objectives
+(held-out perplexity, smooth coherence, classification), one compiled hypergradient for all of
+them (the objective's weights are traced leaves).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 import topicjax as tj
 from topicjax import regularizers as R
-from topicjax.regularizers.schedules import Linear
+from topicjax.regularizers.schedules import Linear, Step
 from topicjax.tune import Problem, forward, implicit, targets_from, unrolled
 from topicjax.tune import objectives as O
 from topicjax.tune.problem import initial_values
@@ -27,7 +28,9 @@ PARTS = ("log_perplexity", "neg_npmi", "cross_entropy")
 
 
 def regularizers(smooth=0.05, sparse=0.3, decorrelate=20.0):
-    return [(R.smooth_phi(), smooth), (R.sparse_theta(), Linear(1, 10, 0.05, sparse)), (R.decorrelate(), decorrelate)]
+    # decorrelation switched on at iteration 3 (a Step: its value is the tuned number)
+    return [(R.smooth_phi(), smooth), (R.sparse_theta(), Linear(1, 10, 0.05, sparse)),
+            (R.decorrelate(), Step(3, decorrelate))]
 
 
 def make(train, n_iter, objective, **coefs):
