@@ -23,3 +23,14 @@ def test_quick_run_writes_table_and_plot(load_experiment, tmp_path):
     assert "Command: `python experiments/tune_vs_grid.py --quick --out" in text
     assert "| bars | perplexity+coherence | tune | 4 |" in text
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_small_and_default_outputs(load_experiment):
+    """``--small`` is the full protocol with a coarser grid (random search as many fits);
+    ``--quick`` writes next to, never over, the real table."""
+    mod = load_experiment("tune_vs_grid")
+    small = mod.parse_args(["--small"])
+    assert (small.grid, small.random, small.corpora, small.steps) == (6, 216, ["kos", "20ng"], 30)
+    assert small.objectives == ["perplexity", "perplexity+coherence"]
+    assert mod.parse_args([]).out.endswith("experiments/results/tune_vs_grid.md")
+    assert mod.parse_args(["--quick"]).out.endswith("experiments/results/tune_vs_grid_quick.md")
