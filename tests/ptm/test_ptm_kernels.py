@@ -172,6 +172,7 @@ def test_estep_equals_float64_loop_and_xla(P, max_active, widths):
     g_r, ll_r, s1_r, s2_r = ref_estep(dense, B, a)
     with ffi_backend():
         g, ll, s1, s2 = [np.asarray(x) for x in estep_ffi(data, jnp.asarray(B), jnp.asarray(a))]
+        assert "topicjax_ptm_estep" in estep_ffi.lower(data, jnp.asarray(B), jnp.asarray(a)).as_text()
     big = s1_r > 1e20  # the clamped token's ratios: relative comparison only
     np.testing.assert_allclose(ll, ll_r, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(g, g_r, rtol=2e-5, atol=1e-4)
