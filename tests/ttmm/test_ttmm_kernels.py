@@ -81,6 +81,34 @@ def test_sparse_sums_equal_float64_products_and_xla(X):
 
 
 @needs_kernel
+def test_sparse_sums_derivatives_equal_xla():
+    """Gradients (reverse mode, through the kernel's custom JVP) and second derivatives equal
+    those of the pure-JAX products."""
+    dense = random_dense(3)
+    D, W = dense.shape
+    data = sliced(dense)
+    rng = np.random.default_rng(4)
+    table_w = jnp.asarray(0.05 * rng.normal(size=(W, 4)), jnp.float32)  # N t of order 1: no round-off blow-up in sin
+    weights = jnp.asarray(rng.normal(size=(D, 4)), jnp.float32)
+
+    def loss(t, d):
+        return jnp.sum(jnp.sin(sweeps.sparse_sums(t, d, D, by_doc=True)) * weights)
+
+    got = {}
+    for name in ("ffi", "xla"):
+        with kernels.backend(name):
+            g = jax.jit(jax.grad(loss))(table_w, data)
+            h = jax.jit(lambda t, d: jax.jvp(lambda x: jax.grad(loss)(x, d), (t,), (jnp.ones_like(t),))[1])(table_w, data)
+            got[name] = (np.asarray(g), np.asarray(h))
+    np.testing.assert_allclose(got["ffi"][0], got["xla"][0], rtol=1e-5, atol=1e-5)
+    scale = np.abs(got["xla"][1]).max()
+    np.testing.assert_allclose(got["ffi"][1], got["xla"][1], rtol=1e-4, atol=1e-5 * scale)
+    # and the gradient is the float64 one: Nᵀ (cos(N t) ∘ weights)
+    want = dense.T @ (np.cos(dense @ np.asarray(table_w, np.float64)) * np.asarray(weights, np.float64))
+    np.testing.assert_allclose(got["ffi"][0], want, rtol=1e-4, atol=1e-4)
+
+
+@needs_kernel
 def test_sparse_sums_threads():
     dense = random_dense(1, D=300, W=80)
     rng = np.random.default_rng(2)

@@ -29,7 +29,8 @@ Selection, threads and build are those of the E-step kernel (:mod:`topicjax.core
 ``TOPICJAX_ESTEP=auto|xla|ffi`` (or ``kernels.set_backend``) chooses for all kernels,
 ``TOPICJAX_THREADS`` / ``kernels.set_threads`` sets the threads, and without a compiled
 extension ``auto`` runs the XLA versions with a warning.  Under ``jax.vmap`` (restarts of
-:meth:`topicjax.ptm.PTM.fit_many`) the calls run one model after the other.
+:meth:`topicjax.ptm.PTM.fit_many`) the calls run one model after the other.  The FFI calls have no
+derivative rules (the GEM step is never differentiated); differentiate the pure-JAX versions.
 
 >>> from topicjax.ptm import kernels
 >>> kernels.backend_in_use() in ("ffi", "xla")

@@ -3,6 +3,8 @@ log P(d) (eq. 3), the posteriors of eq. 6 and 18, and the expected topic shares 
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,8 +38,21 @@ def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
     sliced layout, the products run in the fused multi-threaded E-step kernel
     (:func:`kernel_sums`); otherwise in :func:`xla_sums`."""
     if data.piece_doc is not None and kernels.use_ffi(table.dtype):
-        return kernel_sums(table, data, n_out, by_doc=by_doc)
+        return _kernel_sums_ad(n_out, by_doc, table, data)
     return xla_sums(table, data, n_out, by_doc=by_doc)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _kernel_sums_ad(n_out, by_doc, table, data):
+    return kernel_sums(table, data, n_out, by_doc=by_doc)
+
+
+@_kernel_sums_ad.defjvp
+def _kernel_sums_jvp(n_out, by_doc, primals, tangents):
+    # the FFI call has no derivative rules: tangents (of any order, and their transposes for
+    # reverse mode) come from the pure-JAX products; the values from the kernel
+    xla = lambda t, d: xla_sums(t, d, n_out, by_doc=by_doc)  # noqa: E731
+    return _kernel_sums_ad(n_out, by_doc, *primals), jax.jvp(xla, primals, tangents)[1]
 
 
 def xla_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
