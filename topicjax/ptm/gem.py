@@ -14,7 +14,7 @@ from jax import lax
 
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
-from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, take_rows, word_sums
+from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, word_sums
 
 __all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
@@ -151,7 +151,7 @@ def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v,
     ``S1``, ``S2`` (``(D, P)``, from the E-step or the previous round, possibly stale) only rank
     the candidates; the trial changes are exact at the current parameters.
     """
-    D, P = v.shape
+    P = v.shape[1]
     B = effective_topics(u, beta, data.beta0, tm)
     lbar = doc_mass(v, data.doc_length, tm)
     vv = v & tm[None, :]

@@ -51,7 +51,7 @@ def _kernel_sums_ad(n_out, by_doc, table, data):
 def _kernel_sums_jvp(n_out, by_doc, primals, tangents):
     # the FFI call has no derivative rules: tangents (of any order, and their transposes for
     # reverse mode) come from the pure-JAX products; the values from the kernel
-    xla = lambda t, d: xla_sums(t, d, n_out, by_doc=by_doc)  # noqa: E731
+    xla = lambda t, d: xla_sums(t, d, n_out, by_doc=by_doc)
     return _kernel_sums_ad(n_out, by_doc, *primals), jax.jvp(xla, primals, tangents)[1]
 
 
