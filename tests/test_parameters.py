@@ -41,6 +41,9 @@ BAD = [
     ("PLSA", "tol", -1e-3, r"a number >= 0.0, got -0.001"),
     ("PLSA", "chunk", 0, r"None or an integer >= 1, got 0"),
     ("PLSA", "transform_iter", 0, r"an integer >= 1, got 0"),
+    *[(f, "learning_offset", 0.5, r"a number >= 1.0, got 0.5") for f in ("PLSA", "ARTM")],
+    *[(f, "learning_decay", 1.5, r"a number >= 0.0 and <= 1.0, got 1.5") for f in ("PLSA", "ARTM")],
+    ("ARTM", "learning_decay", NAN, r"a finite number, got nan"),
     ("ARTM", "regularizers", 3, r"None, a Regularizer, a callable R\(phi, theta\), a pair \(R, tau\) or a list of "
                                 r"those; a regularizer must be a callable .*got 3"),
     ("ARTM", "regularizers", [(lambda phi: 0.0, 1.0)], r"None, a Regularizer.*regularizers\[0\]: regularizer "

@@ -134,10 +134,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
     _family = "EM"
     _array_specs = {
         "phi_": ArraySpec(("W", "T"), nonneg=True),
-        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        # Θ of the training documents: none after an online fit (both absent; checked in _check_loaded)
+        "theta_": ArraySpec(("T", "D"), required=False, nonneg=True),
         "psi_": ArraySpec(("C", "T"), required=False, nonneg=True),
         "topic_alive_": ArraySpec(("T",), nonneg=True),
-        "doc_alive_": ArraySpec(("D",), nonneg=True),
+        "doc_alive_": ArraySpec(("D",), required=False, nonneg=True),
         "row_modality_": ArraySpec(("R",), "iu"),
     }
     _meta_specs = {"scores_": "records", "n_iter_": "int", "topic_names_": "strings", "background_": "ints",
@@ -158,6 +159,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
         "doc_passes": V.optional(V.integer(1)),
         "transform_iter": V.integer(1),
         "chunk": V.optional(V.integer(1)),
+        # ρ = (τ0 + t)^-κ <= 1 from the first update on (scikit-learn's LDA has the same ranges)
+        "learning_offset": V.number(1.0),
+        "learning_decay": V.number(0.0, 1.0),
         "progress": V.boolean(),
     }
 
@@ -652,6 +656,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
     def _check_loaded(self, path, arrays, meta):
         """Cross-checks of a loaded model's fields (beyond the per-field checks of the base)."""
         sizes = self._load_sizes
+        for a, b in (("theta_", "doc_alive_"), ("doc_alive_", "theta_")):
+            if a in arrays and b not in arrays:  # both or neither (an online fit keeps no Θ)
+                raise SavedModelError(f"{path}: arrays.npz has no array {b!r}")
         W, T, C = sizes["W"], sizes["T"], sizes.get("C", 0)
         if len(self.topic_names_) != T:
             raise SavedModelError(f"{path}: meta.json field 'topic_names_' has {len(self.topic_names_)} names for "

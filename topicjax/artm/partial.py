@@ -47,7 +47,6 @@ from topicjax.artm import setup as S
 from topicjax.core import layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
-from topicjax.estimator import check_number
 from topicjax.regularizers import Context
 from topicjax.scale import online
 
@@ -81,8 +80,6 @@ class PartialFitMixin:
     """``partial_fit`` (see the module docstring) for :class:`~topicjax.artm.ARTM` and PLSA."""
 
     def _online_settings(self):
-        check_number(self.learning_offset, "learning_offset", 0.0)
-        check_number(self.learning_decay, "learning_decay", 0.0)
         if self.label_weight is not None:
             raise ValueError("partial_fit learns without classes: label_weight must be None")
         if self.modality_weights:
