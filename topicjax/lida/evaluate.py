@@ -1,0 +1,167 @@
+"""Evaluation (sec. 5.1): posterior means (46)-(47) of one sample and their running averages, the
+training log-likelihood, document completion of held-out documents, and the enumerated LDA
+posterior used by the tests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .ibp import topic_activation_logodds, word_activation_logodds
+from .masks import diagonal_scan
+from .draw import inverse_cdf
+from .state import Config, State, canonical
+
+__all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik", "fold_in", "enumerate_lda_posterior"]
+
+
+class Averages(NamedTuple):
+    phi_sum: jax.Array  # (W, K)
+    theta_sum: jax.Array  # (D, K)
+    n: jax.Array  # (K,) samples in the current lifetime of each slot
+
+
+def _sample_means(state: State, cfg: Config):
+    """Posterior means of one sample: φ (47), Rao-Blackwellised where n_vk = 0, and θ (46)."""
+    W = cfg.n_words
+    live = jnp.any(state.theta_bar, axis=0)
+    beta, alpha = state.beta, state.alpha
+    n_wk = state.n_wk[:W].astype(jnp.float32)
+    n_k = state.n_k.astype(jnp.float32)
+    if cfg.sparse:
+        pb = state.phi_bar
+        M = jnp.sum(pb, axis=0)
+        c_v = jnp.sum(pb & live[None, :], axis=1)[:W]
+        pbW = pb[:W]
+        m_o = M[None, :] - pbW.astype(jnp.int32)
+        c_o = c_v[:, None] - pbW.astype(jnp.int32)
+        k_star = jnp.sum(live)
+        lo = word_activation_logodds(state.n_k[None, :], m_o, c_o, k_star, beta, state.gamma, state.xi,
+                                     cfg.zeta, W, cfg.vocabulary == "finite")
+        p_on = jnp.where(state.n_wk[:W] > 0, 1.0, jax.nn.sigmoid(lo))
+        phi = jnp.where(state.n_wk[:W] > 0, (beta + n_wk) / (M * beta + n_k),
+                        p_on * beta / ((m_o + 1) * beta + n_k))
+    else:
+        phi = (beta + n_wk) / (W * beta + n_k)
+    tb = state.theta_bar
+    m_d = jnp.sum(tb, axis=1, keepdims=True).astype(jnp.float32)
+    n_d = jnp.sum(state.n_dk, axis=1, keepdims=True).astype(jnp.float32)
+    theta = jnp.where(tb, alpha + state.n_dk, 0.0) / (m_d * alpha + n_d)
+    return phi, theta, live
+
+
+def sample_means(state: State, cfg: Config):
+    """(φ (W x K), θ (D x K), live (K,)) of one sample: eq. (47) (Rao-Blackwellised) and (46)."""
+    return _means_jit(state, replace(canonical(cfg), sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0),
+                                     max_doc_len=0, max_word_count=0))
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _means_jit(state, cfg):
+    return _sample_means(state, cfg)
+
+
+@jax.jit
+def add_sample(avg: Averages, phi, theta, live) -> Averages:
+    return Averages(
+        jnp.where(live[None, :], avg.phi_sum + phi, 0.0),
+        jnp.where(live[None, :], avg.theta_sum + theta, 0.0),
+        jnp.where(live, avg.n + 1, 0),
+    )
+
+
+def accumulate(avg: Averages | None, state: State, cfg: Config) -> Averages:
+    """Add the sample's posterior means; a slot whose topic is dead restarts from zero."""
+    if avg is None:
+        K = cfg.n_topics
+        avg = Averages(jnp.zeros((cfg.n_words, K), jnp.float32), jnp.zeros((cfg.n_docs, K), jnp.float32),
+                       jnp.zeros((K,), jnp.int32))
+    return add_sample(avg, *sample_means(state, cfg))
+
+
+@jax.jit
+def loglik(phi, theta, doc_ids, word_ids, counts):
+    p = jnp.sum(phi[word_ids] * theta[doc_ids], axis=1)
+    return jnp.sum(counts * jnp.log(jnp.maximum(p, 1e-30)))
+
+
+# ============================================================================ document completion
+@partial(jax.jit, static_argnames=("n_sweeps", "burn_in", "focused"))
+def fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d, n_docs_arr,
+             n_sweeps: int, burn_in: int, focused: bool):
+    """Sample the topics of new documents with Φ fixed (exact sequential sweeps) and return the
+    average of θ (46) over the sweeps after ``burn_in`` (T x D).  With topic masks, θ̄ of the new
+    documents is sampled by (29) with the training documents as the other customers."""
+    D = n_docs_arr.shape[0]
+    K = phi.shape[1]
+    k0, key = jax.random.split(key)
+    # initial assignments from p(k | w) ∝ φ_wk (every word has φ_w· > 0)
+    pw = phi[word]
+    z = inverse_cdf(pw, jax.random.uniform(k0, word.shape))
+    n_dk = jnp.zeros((D, K), jnp.int32).at[doc, z].add(1)
+    tb = (n_dk > 0) if focused else jnp.ones((D, K), bool)
+    c_train = c_train.astype(jnp.float32)
+
+    def one(carry, i):
+        z, n_dk, tb, acc = carry
+        k = jax.random.fold_in(key, i)
+        ka, kb = jax.random.split(k)
+        if focused:
+            m_sum = jnp.sum(tb, axis=1, dtype=jnp.int32)
+
+            def logodds(rows, cols, m_o, c_o):
+                return topic_activation_logodds(n_d[rows], m_o, c_train[cols], d_train, alpha, eta, delta, sigma)
+
+            tb, _, _ = diagonal_scan(
+                ka, tb, m_sum, jnp.sum(tb, 0, dtype=jnp.int32), logodds,
+                lambda r, c, m_o: n_dk[r, c] > 0, lambda r, c, ct: c_train[c] > 0)
+        u = jax.random.uniform(kb, z.shape)
+
+        def body(n_dk, xs):
+            d, v, k0, ui = xs
+            n_dk = n_dk.at[d, k0].add(-1)
+            p = (alpha + n_dk[d]) * phi[v]
+            if focused:
+                p = jnp.where(tb[d], p, 0.0)
+            knew = inverse_cdf(p, ui)
+            return n_dk.at[d, knew].add(1), knew
+
+        n_dk, z = jax.lax.scan(body, n_dk, (doc, word, z, u))
+        m_d = jnp.sum(tb, axis=1, keepdims=True).astype(jnp.float32)
+        theta = jnp.where(tb, alpha + n_dk, 0.0) / (m_d * alpha + n_d[:, None])
+        acc = acc + jnp.where(i >= burn_in, theta, 0.0)
+        return (z, n_dk, tb, acc), None
+
+    (z, n_dk, tb, acc), _ = jax.lax.scan(one, (z, n_dk, tb, jnp.zeros((D, K), jnp.float32)),
+                                         jnp.arange(n_sweeps))
+    theta = acc / (n_sweeps - burn_in)
+    return (theta / jnp.sum(theta, axis=1, keepdims=True)).T
+
+
+# ============================================================================ enumeration (tests)
+def enumerate_lda_posterior(doc, word, n_topics, n_words, alpha, beta):
+    """Exact LDA posterior p(z | w) ∝ Π_d Π_k Γ(α+n_kd)/Γ(Kα+n_d) · Π_k Π_v Γ(β+n_vk)/Γ(Wβ+n_k)
+    (the product of (23) and (24) with all masks on) over all K^N assignments, in float64 numpy.
+    Returns (assignments (K^N, N), probabilities)."""
+    from scipy.special import gammaln as g
+
+    doc, word = np.asarray(doc), np.asarray(word)
+    N, K = doc.size, n_topics
+    D = int(doc.max()) + 1
+    Z = np.array(np.meshgrid(*[np.arange(K)] * N, indexing="ij")).reshape(N, -1).T
+    logp = np.empty(len(Z))
+    for i, z in enumerate(Z):
+        ndk = np.zeros((D, K))
+        nwk = np.zeros((n_words, K))
+        np.add.at(ndk, (doc, z), 1)
+        np.add.at(nwk, (word, z), 1)
+        logp[i] = (g(alpha + ndk).sum() - g(K * alpha + ndk.sum(1)).sum()
+                   + g(beta + nwk).sum() - g(n_words * beta + nwk.sum(0)).sum())
+    p = np.exp(logp - logp.max())
+    return Z, p / p.sum()
+
