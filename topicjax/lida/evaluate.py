@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .ibp import topic_activation_logodds, word_activation_logodds
-from .masks import diagonal_scan
+from .ibp import log_ratio_add_empty, topic_prior_logodds, word_prior_logodds
+from .masks import diagonal_scan, windowed_lr
 from .draw import inverse_cdf
 from .state import Config, State, canonical
 
@@ -41,8 +41,13 @@ def _sample_means(state: State, cfg: Config):
         m_o = M[None, :] - pbW.astype(jnp.int32)
         c_o = c_v[:, None] - pbW.astype(jnp.int32)
         k_star = jnp.sum(live)
-        lo = word_activation_logodds(state.n_k[None, :], m_o, c_o, k_star, beta, state.gamma, state.xi,
-                                     cfg.zeta, W, cfg.vocabulary == "finite")
+        # eq. (31)-(34) split by topic (likelihood part, m_o = M or M - 1) and by c_o (prior part):
+        # no log-gamma per entry
+        lr_off = log_ratio_add_empty(M, state.n_k, beta)
+        lr_on = log_ratio_add_empty(M - 1, state.n_k, beta)
+        prior = word_prior_logodds(jnp.arange(cfg.n_topics + 1), k_star, state.gamma, state.xi, cfg.zeta, W,
+                                   cfg.vocabulary == "finite")
+        lo = jnp.where(pbW, lr_on[None, :], lr_off[None, :]) + prior[jnp.maximum(c_o, 0)]
         p_on = jnp.where(state.n_wk[:W] > 0, 1.0, jax.nn.sigmoid(lo))
         phi = jnp.where(state.n_wk[:W] > 0, (beta + n_wk) / (M * beta + n_k),
                         p_on * beta / ((m_o + 1) * beta + n_k))
@@ -114,12 +119,10 @@ def fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d
         if focused:
             m_sum = jnp.sum(tb, axis=1, dtype=jnp.int32)
 
-            def logodds(rows, cols, m_o, c_o):
-                return topic_activation_logodds(n_d[rows], m_o, c_train[cols], d_train, alpha, eta, delta, sigma)
-
+            prior = topic_prior_logodds(c_train, d_train, eta, delta, sigma)  # by topic: training documents
             tb, _, _ = diagonal_scan(
-                ka, tb, m_sum, jnp.sum(tb, 0, dtype=jnp.int32), logodds,
-                lambda r, c, m_o: n_dk[r, c] > 0, lambda r, c, ct: c_train[c] > 0)
+                ka, tb, m_sum, jnp.sum(tb, 0, dtype=jnp.int32), windowed_lr(m_sum, n_d, alpha),
+                lambda cols, c_o: prior[cols], lambda r, c, m_o: n_dk[r, c] > 0, lambda r, c, ct: c_train[c] > 0)
         u = jax.random.uniform(kb, z.shape)
 
         def body(n_dk, xs):

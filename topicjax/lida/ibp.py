@@ -13,7 +13,7 @@ from jax.scipy.special import gammaln
 from .state import BIG, TINY
 
 __all__ = ["log_ratio_add_empty", "ibp_mass", "ibp_sample", "topic_activation_logodds",
-           "word_activation_logodds", "ibp_harmonic", "log_ibp_intensity", "ibp_log_likelihood",
+           "word_activation_logodds", "topic_prior_logodds", "word_prior_logodds", "ibp_harmonic", "log_ibp_intensity", "ibp_log_likelihood",
            "log_marginal_z", "log_marginal_w"]
 
 
@@ -66,6 +66,15 @@ def ibp_sample(rng: np.random.Generator, n_customers: int, mass: float, conc: fl
     return Z
 
 
+def topic_prior_logodds(c, n_other, eta, delta, sigma):
+    """The prior part of the log odds of θ̄_kd = 1 (eq. 29-30): log (c − σ)/(n_other − c + δ + σ) of
+    eq. (13) with K → ∞ for c ≥ 1 other documents using the topic, log λ (the IBP new-feature mass,
+    :func:`ibp_mass`) for c = 0."""
+    c = jnp.asarray(c, jnp.float32)
+    old = jnp.log(jnp.maximum(c - sigma, TINY)) - jnp.log(jnp.maximum(n_other - c + delta + sigma, TINY))
+    return jnp.where(c >= 1, old, ibp_mass(n_other, eta, delta, sigma))
+
+
 def topic_activation_logodds(n_d, m, c, n_other, alpha, eta, delta, sigma):
     """Log odds of θ̄_kd = 1 for an entry with n_kd = 0 (eq. 28-30).
 
@@ -75,10 +84,24 @@ def topic_activation_logodds(n_d, m, c, n_other, alpha, eta, delta, sigma):
     (the topic is used by this document only) it is eq. (30): π̃ = λ r / (1 + λ r) with λ the
     IBP new-feature mass and r the likelihood ratio, i.e. log odds = log λ + log r.
     """
-    lr = log_ratio_add_empty(m, n_d, alpha)
+    return log_ratio_add_empty(m, n_d, alpha) + topic_prior_logodds(c, n_other, eta, delta, sigma)
+
+
+def word_prior_logodds(c, k_star, gamma, xi, zeta, n_words, finite: bool):
+    """The prior part of the log odds of φ̄_vk = 1 (eq. 32-34, see :func:`word_activation_logodds`)
+    for a word active in c other live topics among ``k_star``."""
     c = jnp.asarray(c, jnp.float32)
-    lo_old = jnp.log(jnp.maximum(c - sigma, TINY)) - jnp.log(n_other - c + delta + sigma) + lr
-    lo_new = ibp_mass(n_other, eta, delta, sigma) + lr
+    ks = jnp.asarray(k_star, jnp.float32)
+    n_other = ks - 1.0
+    if finite:
+        a = gamma * xi / n_words
+        lo_old = jnp.log(jnp.maximum(a + c - zeta, TINY)) - jnp.log(jnp.maximum(n_other - c + xi + zeta, TINY))
+        eps = jnp.exp(log_ibp_intensity(ks, gamma, xi, zeta, n_max=None))
+        p0 = jnp.clip(eps / n_words, 1e-12, 1 - 1e-6)
+        lo_new = jnp.log(p0) - jnp.log1p(-p0)
+    else:
+        lo_old = jnp.log(jnp.maximum(c - zeta, TINY)) - jnp.log(jnp.maximum(n_other - c + xi + zeta, TINY))
+        lo_new = ibp_mass(n_other, gamma, xi, zeta)
     return jnp.where(c >= 1, lo_old, lo_new)
 
 
@@ -92,25 +115,13 @@ def word_activation_logodds(n_k, m, c, k_star, beta, gamma, xi, zeta, n_words, f
     * infinite vocabulary, c = 0: eq. (33), log odds log λ + log r of a "new" word;
     * finite vocabulary (W words), c ≥ 1: eq. (34) written from the finite beta-Bernoulli
       conditional (13) with η δ / K → γ ξ / W: prior p = (γξ/W + c − ζ)/(γξ/W + K* − 1 + ξ).  (The
-      printed eq. (34) also subtracts γξ/W in the odds' numerator, which does not follow from (13);
-      the difference is O(γξ/W).)
+      printed eq. (34) also subtracts γξ/W in the odds' denominator, which does not follow from
+      (13); the difference is O(γξ/W); ``test_finite_vocabulary_34_with_discount_against_beta_bernoulli``
+      shows the printed form missing the beta-Bernoulli predictive.)
     * finite vocabulary, c = 0: eq. (14), prior p = ε / W with the intensity ε of eq. (10) over the
       K* topics (the expected number of distinct active words).
     """
-    lr = log_ratio_add_empty(m, n_k, beta)
-    c = jnp.asarray(c, jnp.float32)
-    ks = jnp.asarray(k_star, jnp.float32)
-    n_other = ks - 1.0
-    if finite:
-        a = gamma * xi / n_words
-        lo_old = jnp.log(jnp.maximum(a + c - zeta, TINY)) - jnp.log(jnp.maximum(n_other - c + xi + zeta, TINY))
-        eps = jnp.exp(log_ibp_intensity(ks, gamma, xi, zeta, n_max=None))
-        p0 = jnp.clip(eps / n_words, 1e-12, 1 - 1e-6)
-        lo_new = jnp.log(p0) - jnp.log1p(-p0)
-    else:
-        lo_old = jnp.log(jnp.maximum(c - zeta, TINY)) - jnp.log(jnp.maximum(n_other - c + xi + zeta, TINY))
-        lo_new = ibp_mass(n_other, gamma, xi, zeta)
-    return jnp.where(c >= 1, lo_old, lo_new) + lr
+    return log_ratio_add_empty(m, n_k, beta) + word_prior_logodds(c, k_star, gamma, xi, zeta, n_words, finite)
 
 
 def ibp_harmonic(n_customers, conc, disc, n_max: int):

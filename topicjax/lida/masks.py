@@ -15,30 +15,33 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
-from .ibp import ibp_mass, log_ratio_add_empty, topic_activation_logodds, word_activation_logodds
+from .draw import token_uniform
+from .ibp import ibp_mass, log_ratio_add_empty, topic_prior_logodds, word_prior_logodds
 from .state import TINY, Config, State, Tokens
 
-__all__ = ["diagonal_scan", "poisson_small", "topic_step", "word_step"]
+__all__ = ["diagonal_scan", "windowed_lr", "poisson_small", "topic_step", "word_step"]
 
 
-def diagonal_scan(key, mask, row_sum, col_sum, logodds_fn, forced_fn, allowed_fn, unroll: int = 1):
+def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allowed_fn, unroll: int = 1):
     """Blocked Gibbs over an R x C binary matrix: block s holds the entries (i, (i+s) mod C) (R ≤ C)
     or ((j+s) mod R, j) (R > C), i.e. distinct rows and distinct columns.  The conditional of an
     entry involves only its row sum and column sum, so the entries of a block are conditionally
-    independent and are drawn together.  ``logodds_fn(rows, cols, m_other, c_other)``,
-    ``forced_fn(rows, cols)`` (True: entry must be 1), ``allowed_fn(rows, cols, c_total)`` (False:
-    entry must be 0).  The blocks are visited in the order s0, s0 + 1, ... (mod the number of
-    blocks) from a uniform random s0.  Returns the new mask, row sums and column sums."""
+    independent and are drawn together.  The log odds of an entry are
+    ``lr_fn(rows, m_other) + prior_fn(cols, c_other)`` (likelihood part by row, prior part by
+    column, see :func:`windowed_lr`); ``forced_fn(rows, cols, m_other)`` (True: entry must be 1),
+    ``allowed_fn(rows, cols, c_total)`` (False: entry must be 0).  The blocks are visited in the
+    order s0, s0 + 1, ... (mod the number of blocks) from a uniform random s0; the uniforms of the
+    entries are a counter-based hash of (block, position).  Returns the new mask, row sums and
+    column sums."""
     R, C = mask.shape
     L, S = max(R, C), min(R, C)
     iota = jnp.arange(S, dtype=jnp.int32)
     k_u, k_s = jax.random.split(key)
-    u = jax.random.uniform(k_u, (L, S))
+    seed = jax.random.bits(k_u, (), jnp.uint32)
     s0 = jax.random.randint(k_s, (), 0, L, dtype=jnp.int32)
 
-    def body(carry, xs):
+    def body(carry, s):
         mask, rsum, csum = carry
-        s, us = xs
         if R <= C:
             rows, cols = iota, (iota + s) % C
         else:
@@ -47,8 +50,9 @@ def diagonal_scan(key, mask, row_sum, col_sum, logodds_fn, forced_fn, allowed_fn
         cur_i = cur.astype(jnp.int32)
         m_o = rsum[rows] - cur_i
         c_o = csum[cols] - cur_i
-        lo = logodds_fn(rows, cols, m_o, c_o)
-        new = us < jax.nn.sigmoid(lo)
+        lo = lr_fn(rows, m_o) + prior_fn(cols, c_o)
+        u = token_uniform(s * S + iota, seed, 0)
+        new = u * (1.0 + jnp.exp(-lo)) < 1.0  # u < sigmoid(lo)
         new = new | forced_fn(rows, cols, m_o)
         new = new & allowed_fn(rows, cols, csum[cols])
         mask = mask.at[rows, cols].set(new)
@@ -56,8 +60,25 @@ def diagonal_scan(key, mask, row_sum, col_sum, logodds_fn, forced_fn, allowed_fn
         return (mask, rsum.at[rows].add(d), csum.at[cols].add(d)), None
 
     order = (jnp.arange(L, dtype=jnp.int32) + s0) % L
-    (mask, rsum, csum), _ = jax.lax.scan(body, (mask, row_sum, col_sum), (order, u), unroll=unroll)
+    (mask, rsum, csum), _ = jax.lax.scan(body, (mask, row_sum, col_sum), order, unroll=unroll)
     return mask, rsum, csum
+
+
+def windowed_lr(center, n, a, half: int = 16):
+    """``lr_fn(rows, m)`` = :func:`log_ratio_add_empty` (m, n[rows], a) from a table of every row's
+    values for m within ``half`` of ``center[rows]`` (the row sums at the start of the scan, which
+    move by a few per sweep), computed directly in the rare steps where some m falls outside: the
+    scan then evaluates no log-gamma per entry."""
+    offs = jnp.arange(-half, half + 1, dtype=jnp.int32)
+    table = log_ratio_add_empty(jnp.maximum(center[:, None] + offs[None, :], 0), n[:, None], a)
+
+    def lr_fn(rows, m):
+        j = m - center[rows] + half
+        inside = jnp.all((j >= 0) & (j <= 2 * half))
+        return jax.lax.cond(inside, lambda: table[rows, jnp.clip(j, 0, 2 * half)],
+                            lambda: log_ratio_add_empty(m, n[rows], a))
+
+    return lr_fn
 
 
 def poisson_small(key, rates, cap: int = 24):
@@ -95,13 +116,13 @@ def topic_step(key, state: State, tokens: Tokens, cfg: Config):
     alpha, eta, delta, sigma = state.alpha, state.eta, state.delta, cfg.sigma
     n_other = D - 1.0
 
-    def logodds(rows, cols, m_o, c_o):
-        return topic_activation_logodds(n_d[rows], m_o, c_o, n_other, alpha, eta, delta, sigma)
-
+    m0 = jnp.sum(state.theta_bar, 1, dtype=jnp.int32)
+    lr_fn = windowed_lr(m0, n_d, alpha)  # eq. (29)-(30): likelihood part, by document
+    prior = topic_prior_logodds(jnp.arange(D + 1), n_other, eta, delta, sigma)  # by other documents c
     forced = lambda rows, cols, m_o: n_dk[rows, cols] > 0
     allowed = lambda rows, cols, c_tot: c_tot > 0  # a dead slot is revived only by a birth
-    tb, m, c = diagonal_scan(k1, state.theta_bar, jnp.sum(state.theta_bar, 1, dtype=jnp.int32),
-                              jnp.sum(state.theta_bar, 0, dtype=jnp.int32), logodds, forced, allowed, cfg.unroll)
+    tb, m, c = diagonal_scan(k1, state.theta_bar, m0, jnp.sum(state.theta_bar, 0, dtype=jnp.int32), lr_fn,
+                             lambda cols, c_o: prior[c_o], forced, allowed, cfg.unroll)
     # Births: document d draws Poisson(π̃_d) new topics, π̃_d of eq. (30) with c = 0.
     rate = jax.nn.sigmoid(ibp_mass(n_other, eta, delta, sigma) + log_ratio_add_empty(m, n_d, alpha))
     owner, slots, ok, overflow = _allocate(k2, rate, D, c == 0, K)
@@ -120,10 +141,6 @@ def word_step(key, state: State, theta_bar, cfg: Config):
     n_wk, n_k = state.n_wk, state.n_k
     beta, gamma, xi, zeta = state.beta, state.gamma, state.xi, cfg.zeta
 
-    def logodds(rows, cols, m_o, c_o):
-        # rows = words, cols = topics; m_o = other words of the topic, c_o = other topics of the word
-        return word_activation_logodds(n_k[cols], m_o, c_o, k_star, beta, gamma, xi, zeta, W, finite)
-
     if finite:  # "assign at least one vocabulary word to every topic" (sec. 4.2)
         forced = lambda rows, cols, m_o: (n_wk[rows, cols] > 0) | ((m_o == 0) & live[cols])
         allowed = lambda rows, cols, c_tot: live[cols]
@@ -134,11 +151,14 @@ def word_step(key, state: State, theta_bar, cfg: Config):
 
     # The scan runs on the transposed view: rows of the scan = topics (customers), so that the
     # row sum is M_k (words of the topic) and the column sum c_v (topics of the word).
+    # The log odds (31)-(34): likelihood part by topic (its other active words m, its tokens n_k),
+    # prior part by the word's other live topics c.
+    M0 = jnp.sum(phi_bar, 0, dtype=jnp.int32)
+    lr_fn = windowed_lr(M0, n_k, beta)
+    prior = word_prior_logodds(jnp.arange(K + 1), k_star, gamma, xi, zeta, W, finite)
     pbT, M, c = diagonal_scan(
-        k1, phi_bar.T, jnp.sum(phi_bar, 0, dtype=jnp.int32), jnp.sum(phi_bar, 1, dtype=jnp.int32),
-        lambda r, cc, m_o, c_o: logodds(cc, r, m_o, c_o),
-        lambda r, cc, m_o: forced(cc, r, m_o),
-        lambda r, cc, c_tot: allowed(cc, r, c_tot), cfg.unroll,
+        k1, phi_bar.T, M0, jnp.sum(phi_bar, 1, dtype=jnp.int32), lr_fn, lambda cc, c_o: prior[c_o],
+        lambda r, cc, m_o: forced(cc, r, m_o), lambda r, cc, c_tot: allowed(cc, r, c_tot), cfg.unroll,
     )
     phi_bar = pbT.T
     overflow = jnp.int32(0)
