@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from scipy import stats
 
-from topicjax.lida.hyper import gamma_draw, mh_log, slice_log
+from topicjax.lida.hyper import count_histogram, gamma_draw, mh_log, slice_log, token_count_histogram
 from topicjax.lida.masks import poisson_small
 
 
@@ -27,3 +27,18 @@ def test_gamma_poisson_and_mcmc_kernels_preserve_their_targets():
     for y in (xs, xm):
         assert stats.kstest(y, stats.norm(1.0, 0.5).cdf).pvalue > 1e-3
         assert np.mean(y != x0) > 0.3  # the kernels move
+
+
+def test_token_count_histogram_equals_table_histogram():
+    """The histogram of cell counts taken over the tokens (each cell seen once per token it holds)
+    equals the histogram over the whole table."""
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 7, 500)
+    doc = np.sort(rng.integers(0, 20, 500))
+    table = np.zeros((20, 7), np.int64)
+    np.add.at(table, (doc, z), 1)
+    want = np.bincount(table.ravel(), minlength=64)
+    want[0] = 0
+    got = token_count_histogram(jnp.asarray(table[doc, z]), 64)
+    np.testing.assert_array_equal(np.asarray(got), want[:64])
+    np.testing.assert_array_equal(np.asarray(count_histogram(jnp.asarray(table), 64)), want[:64])

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .ibp import log_ratio_add_empty, topic_prior_logodds, word_prior_logodds
-from .masks import diagonal_scan, windowed_lr
+from .masks import diagonal_scan
 from .draw import inverse_cdf
 from .state import Config, State, canonical
 
@@ -121,7 +121,7 @@ def fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d
 
             prior = topic_prior_logodds(c_train, d_train, eta, delta, sigma)  # by topic: training documents
             tb, _, _ = diagonal_scan(
-                ka, tb, m_sum, jnp.sum(tb, 0, dtype=jnp.int32), windowed_lr(m_sum, n_d, alpha),
+                ka, tb, m_sum, jnp.sum(tb, 0, dtype=jnp.int32), lambda r, m: log_ratio_add_empty(m, n_d[r], alpha),
                 lambda cols, c_o: prior[cols], lambda r, c, m_o: n_dk[r, c] > 0, lambda r, c, ct: c_train[c] > 0)
         u = jax.random.uniform(kb, z.shape)
 

@@ -13,7 +13,7 @@ from jax.scipy.special import gammaln
 from .ibp import ibp_harmonic, ibp_log_likelihood, log_marginal_w, log_marginal_z
 from .state import TINY, Config, State, canonical
 
-__all__ = ["slice_log", "gamma_draw", "mh_log", "count_histogram", "loggamma_sum", "hyper_step", "hyper_update"]
+__all__ = ["slice_log", "gamma_draw", "mh_log", "count_histogram", "token_count_histogram", "loggamma_sum", "hyper_step", "hyper_update"]
 
 
 def slice_log(key, x0, logf, w=0.7, max_out=8, max_in=25):
@@ -89,6 +89,15 @@ def mh_log(key, x0, logf, scale, steps):
     return x
 
 
+def token_count_histogram(cell_of_token, length: int):
+    """h[c] = number of cells holding count c (c ≥ 1), from ``cell_of_token`` = the count of the cell
+    of every token (n_dk[d_i, z_i] or n_wk[w_i, z_i]): a cell holding c tokens is seen c times.
+    O(N) instead of a pass over the D x K_max (V x K_max) table."""
+    t = jnp.bincount(cell_of_token, length=length)
+    c = jnp.maximum(jnp.arange(length), 1)
+    return (t // c).at[0].set(0)
+
+
 def count_histogram(counts, length: int):
     """h[c] = number of cells holding count c (c ≥ 1; h[0] = 0), for cells with counts < length."""
     h = jnp.bincount(counts.reshape(-1), length=length)
@@ -101,7 +110,7 @@ def loggamma_sum(hist, a):
     return jnp.sum(hist * (gammaln(a + c) - gammaln(a)))
 
 
-def hyper_step(key, state: State, cfg: Config) -> State:
+def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
     """Sec. 4.5: α, β (39)-(40) by slice sampling, η, γ conjugate Gamma, δ, ξ by MH on (41)-(43)."""
     ks = jax.random.split(key, 6)
     s = cfg.sample
@@ -109,7 +118,10 @@ def hyper_step(key, state: State, cfg: Config) -> State:
     k_star = jnp.sum(live)
     if "alpha" in s:
         # eq. (23) from the histogram of the counts n_kd: O(D + max n_kd) per evaluation
-        hist = count_histogram(state.n_dk, cfg.max_doc_len + 1) if cfg.max_doc_len else None
+        hist = None
+        if cfg.max_doc_len:
+            hist = (count_histogram(state.n_dk, cfg.max_doc_len + 1) if tokens is None else
+                    token_count_histogram(state.n_dk[tokens.doc, state.z], cfg.max_doc_len + 1))
         m = jnp.sum(state.theta_bar, axis=1).astype(jnp.float32)
         n_d = jnp.sum(state.n_dk, axis=1).astype(jnp.float32)
         ms = jnp.maximum(m, 1.0)
@@ -129,7 +141,10 @@ def hyper_step(key, state: State, cfg: Config) -> State:
         else:
             M = jnp.full((cfg.n_topics,), W)
         M = jnp.where(live, M, 0)
-        hist = count_histogram(state.n_wk, cfg.max_word_count + 1) if cfg.max_word_count else None
+        hist = None
+        if cfg.max_word_count:
+            hist = (count_histogram(state.n_wk, cfg.max_word_count + 1) if tokens is None else
+                    token_count_histogram(state.n_wk[tokens.word, state.z], cfg.max_word_count + 1))
         Mf = jnp.maximum(M.astype(jnp.float32), 1.0)
         nk = state.n_k.astype(jnp.float32)
 
@@ -171,12 +186,13 @@ def hyper_step(key, state: State, cfg: Config) -> State:
 
 
 @partial(jax.jit, static_argnames=("cfg",))
-def _hyper_jit(state: State, key, cfg: Config) -> State:
-    return hyper_step(key, state, cfg)
+def _hyper_jit(state: State, key, cfg: Config, tokens) -> State:
+    return hyper_step(key, state, cfg, tokens)
 
 
-def hyper_update(state: State, key, cfg: Config) -> State:
-    """The hyperparameter step of Algorithm 1 (sec. 4.5), for the names in ``cfg.sample``."""
-    return _hyper_jit(state, key, canonical(cfg)) if cfg.sample else state
+def hyper_update(state: State, key, cfg: Config, tokens=None) -> State:
+    """The hyperparameter step of Algorithm 1 (sec. 4.5), for the names in ``cfg.sample``.  With
+    ``tokens`` the count histograms of the α, β updates are taken over the tokens (O(N))."""
+    return _hyper_jit(state, key, canonical(cfg), tokens) if cfg.sample else state
 
 

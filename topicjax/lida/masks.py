@@ -19,29 +19,37 @@ from .draw import token_uniform
 from .ibp import ibp_mass, log_ratio_add_empty, topic_prior_logodds, word_prior_logodds
 from .state import TINY, Config, State, Tokens
 
-__all__ = ["diagonal_scan", "windowed_lr", "poisson_small", "topic_step", "word_step"]
+__all__ = ["diagonal_scan", "poisson_small", "topic_step", "word_step"]
 
 
-def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allowed_fn, unroll: int = 1):
+def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allowed_fn, unroll: int = 1,
+                  cache_cap: int = 64):
     """Blocked Gibbs over an R x C binary matrix: block s holds the entries (i, (i+s) mod C) (R ≤ C)
     or ((j+s) mod R, j) (R > C), i.e. distinct rows and distinct columns.  The conditional of an
     entry involves only its row sum and column sum, so the entries of a block are conditionally
     independent and are drawn together.  The log odds of an entry are
-    ``lr_fn(rows, m_other) + prior_fn(cols, c_other)`` (likelihood part by row, prior part by
-    column, see :func:`windowed_lr`); ``forced_fn(rows, cols, m_other)`` (True: entry must be 1),
-    ``allowed_fn(rows, cols, c_total)`` (False: entry must be 0).  The blocks are visited in the
-    order s0, s0 + 1, ... (mod the number of blocks) from a uniform random s0; the uniforms of the
-    entries are a counter-based hash of (block, position).  Returns the new mask, row sums and
-    column sums."""
+    ``lr_fn(rows, m_other) + prior_fn(cols, c_other)``: a likelihood part by row (a log-gamma
+    expression) and a prior part by column (a table lookup).  ``forced_fn(rows, cols, m_other)``
+    (True: entry must be 1), ``allowed_fn(rows, cols, c_total)`` (False: entry must be 0).
+
+    ``lr_fn`` is evaluated once per row at the start and then only for rows whose sum changed (at
+    most ``cache_cap`` per block, else for the whole block): every row keeps lr(m) and lr(m − 1) for
+    its current sum m (an entry that is on sees m − 1 other entries, one that is off sees m), and a
+    flip moves its sum by one.  The blocks are visited in the order s0, s0 + 1, ... (mod the number of
+    blocks) from a uniform random s0; the uniforms of the entries are a counter-based hash of
+    (block, position).  Returns the new mask, row sums and column sums."""
     R, C = mask.shape
     L, S = max(R, C), min(R, C)
     iota = jnp.arange(S, dtype=jnp.int32)
+    all_rows = jnp.arange(R, dtype=jnp.int32)
     k_u, k_s = jax.random.split(key)
     seed = jax.random.bits(k_u, (), jnp.uint32)
     s0 = jax.random.randint(k_s, (), 0, L, dtype=jnp.int32)
+    off0 = lr_fn(all_rows, row_sum)  # lr for an entry that is off (m other entries = the row sum)
+    on0 = lr_fn(all_rows, jnp.maximum(row_sum - 1, 0))  # ... that is on
 
     def body(carry, s):
-        mask, rsum, csum = carry
+        mask, rsum, csum, lr_off, lr_on = carry
         if R <= C:
             rows, cols = iota, (iota + s) % C
         else:
@@ -50,35 +58,41 @@ def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allow
         cur_i = cur.astype(jnp.int32)
         m_o = rsum[rows] - cur_i
         c_o = csum[cols] - cur_i
-        lo = lr_fn(rows, m_o) + prior_fn(cols, c_o)
+        lo = jnp.where(cur, lr_on[rows], lr_off[rows]) + prior_fn(cols, c_o)
         u = token_uniform(s * S + iota, seed, 0)
         new = u * (1.0 + jnp.exp(-lo)) < 1.0  # u < sigmoid(lo)
         new = new | forced_fn(rows, cols, m_o)
         new = new & allowed_fn(rows, cols, csum[cols])
         mask = mask.at[rows, cols].set(new)
         d = new.astype(jnp.int32) - cur_i
-        return (mask, rsum.at[rows].add(d), csum.at[cols].add(d)), None
+        rsum = rsum.at[rows].add(d)
+        changed = d != 0
+
+        def refresh(lr, r, dr, valid):
+            """A row whose sum went up (down) by one: its new "on" ("off") value is its old "off"
+            ("on") value, and one new evaluation gives the other."""
+            lr_off, lr_on = lr
+            m = rsum.at[r].get(mode="fill", fill_value=0)
+            fresh = lr_fn(jnp.minimum(r, R - 1), jnp.where(dr > 0, m, jnp.maximum(m - 1, 0)))
+            old_off, old_on = lr_off.at[r].get(mode="fill", fill_value=0.0), lr_on.at[r].get(mode="fill", fill_value=0.0)
+            r = jnp.where(valid, r, R)  # R: dropped
+            return (lr_off.at[r].set(jnp.where(dr > 0, fresh, old_on), mode="drop"),
+                    lr_on.at[r].set(jnp.where(dr > 0, old_off, fresh), mode="drop"))
+
+        def few(lr):
+            pos = jnp.nonzero(changed, size=cache_cap, fill_value=S)[0]
+            p = jnp.minimum(pos, S - 1)
+            return refresh(lr, rows[p], d[p], pos < S)
+
+        def many(lr):
+            return refresh(lr, rows, d, changed)
+
+        lr_off, lr_on = jax.lax.cond(jnp.sum(changed) <= cache_cap, few, many, (lr_off, lr_on))
+        return (mask, rsum, csum.at[cols].add(d), lr_off, lr_on), None
 
     order = (jnp.arange(L, dtype=jnp.int32) + s0) % L
-    (mask, rsum, csum), _ = jax.lax.scan(body, (mask, row_sum, col_sum), order, unroll=unroll)
+    (mask, rsum, csum, _, _), _ = jax.lax.scan(body, (mask, row_sum, col_sum, off0, on0), order, unroll=unroll)
     return mask, rsum, csum
-
-
-def windowed_lr(center, n, a, half: int = 16):
-    """``lr_fn(rows, m)`` = :func:`log_ratio_add_empty` (m, n[rows], a) from a table of every row's
-    values for m within ``half`` of ``center[rows]`` (the row sums at the start of the scan, which
-    move by a few per sweep), computed directly in the rare steps where some m falls outside: the
-    scan then evaluates no log-gamma per entry."""
-    offs = jnp.arange(-half, half + 1, dtype=jnp.int32)
-    table = log_ratio_add_empty(jnp.maximum(center[:, None] + offs[None, :], 0), n[:, None], a)
-
-    def lr_fn(rows, m):
-        j = m - center[rows] + half
-        inside = jnp.all((j >= 0) & (j <= 2 * half))
-        return jax.lax.cond(inside, lambda: table[rows, jnp.clip(j, 0, 2 * half)],
-                            lambda: log_ratio_add_empty(m, n[rows], a))
-
-    return lr_fn
 
 
 def poisson_small(key, rates, cap: int = 24):
@@ -117,7 +131,7 @@ def topic_step(key, state: State, tokens: Tokens, cfg: Config):
     n_other = D - 1.0
 
     m0 = jnp.sum(state.theta_bar, 1, dtype=jnp.int32)
-    lr_fn = windowed_lr(m0, n_d, alpha)  # eq. (29)-(30): likelihood part, by document
+    lr_fn = lambda rows, m: log_ratio_add_empty(m, n_d[rows], alpha)  # eq. (29)-(30), by document
     prior = topic_prior_logodds(jnp.arange(D + 1), n_other, eta, delta, sigma)  # by other documents c
     forced = lambda rows, cols, m_o: n_dk[rows, cols] > 0
     allowed = lambda rows, cols, c_tot: c_tot > 0  # a dead slot is revived only by a birth
@@ -154,7 +168,7 @@ def word_step(key, state: State, theta_bar, cfg: Config):
     # The log odds (31)-(34): likelihood part by topic (its other active words m, its tokens n_k),
     # prior part by the word's other live topics c.
     M0 = jnp.sum(phi_bar, 0, dtype=jnp.int32)
-    lr_fn = windowed_lr(M0, n_k, beta)
+    lr_fn = lambda rows, m: log_ratio_add_empty(m, n_k[rows], beta)
     prior = word_prior_logodds(jnp.arange(K + 1), k_star, gamma, xi, zeta, W, finite)
     pbT, M, c = diagonal_scan(
         k1, phi_bar.T, M0, jnp.sum(phi_bar, 1, dtype=jnp.int32), lr_fn, lambda cc, c_o: prior[c_o],

@@ -251,7 +251,7 @@ class LIDA(TopicModelBase):
                         avg = self._grow_avg(avg, cfg)
                 state = new
                 if it >= hyper_start:
-                    state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg)
+                    state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg, tokens)
                 for h in HYPER:
                     trace[h].append(float(getattr(state, h)))
                 live = int(jnp.sum(jnp.any(state.theta_bar, axis=0)))
