@@ -193,7 +193,8 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config) -> State:
         return _sweep_jit(state, key, tokens, cfg, 0)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
-    n_active = min(cfg.n_topics, pow2(int(jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32)))))
+    # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
+    n_active = min(cfg.n_topics, max(32, pow2(int(jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32))))))
     masked = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
     return _assign_jit(masked, key, tokens, cfg, n_active)
 
