@@ -257,7 +257,7 @@ def main(argv=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from topicjax.scores import HeldoutPerplexity, plot_scores
+        from topicjax.evaluation.scores import HeldoutPerplexity, plot_scores
 
         fig, axes = plt.subplots(3, 3, figsize=(16, 11))
         sc = ("perplexity", "sparsity", "background_ratio", "kernel", "coherence", "coherence_100",

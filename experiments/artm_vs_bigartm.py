@@ -155,7 +155,7 @@ def main(argv=None):
     if py is None:
         big_err = f"BigARTM is not importable: {info}"
     else:
-        from topicjax.formats import write_uci
+        from topicjax.data.formats import write_uci
 
         with tempfile.TemporaryDirectory() as tmp:
             write_uci(corpus, tmp, "corpus")

@@ -7,11 +7,11 @@ What is measured, per corpus and number of topics T:
    ``--rounds`` times, medians reported) so that the load of a shared machine hits all systems
    alike:
 
-   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.em.make_step``: E-step of
+   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.core.em.make_step``: E-step of
      ARTM eq. 6-8 through the sliced kernel of ``em.expected_counts``, then the M-step; Θ is
      carried over between passes, so this is one document pass per Φ update);
    * ``ours-5`` / ``ours-10``: BigARTM's offline algorithm with our kernels
-     (``em.make_offline_step``): Θ restarted from uniform each pass, 4 or 9 Θ-only iterations,
+     (``em.EMConfig(doc_passes=N)``): Θ restarted from uniform each pass, 4 or 9 Θ-only iterations,
      then one full E-step (so ``ours-10`` does the work of ``bigartm-10``);
    * ``ours-Ndev``: ``ours`` with documents sharded over N JAX devices (only when there are
      several; on CPU set ``XLA_FLAGS=--xla_force_host_platform_device_count=N``), which is how
@@ -130,10 +130,10 @@ class Ours(System):
         super().__init__(*a)
         import jax
 
-        from topicjax import em
+        from topicjax.core import em, estep, layout
 
         self.jax, self.em = jax, em
-        self.data = em.prepare(self.train)
+        self.data = layout.prepare(self.train)
         self._step = em.make_step()
         t0 = time.perf_counter()
         self.reset()
@@ -155,19 +155,19 @@ class Ours(System):
 
 
 class OursOffline(Ours):
-    """BigARTM's offline algorithm with our kernels: ``em.make_offline_step`` (Θ restarted from
+    """BigARTM's offline algorithm with our kernels: ``em.EMConfig(doc_passes=N)`` (Θ restarted from
     uniform each pass, ``doc_passes - 1`` Θ-only iterations, then one full E-step)."""
 
     def __init__(self, train, T, threads, seed, doc_passes=10):
         import jax
 
-        from topicjax import em
+        from topicjax.core import em, estep, layout
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.em = jax, em
         self.name = f"ours-{doc_passes}"
-        self.data = em.prepare(self.train)
-        self._step = em.make_offline_step(doc_passes=doc_passes)
+        self.data = layout.prepare(self.train)
+        self._step = em.make_step(cfg=em.EMConfig(remove=False, doc_passes=doc_passes))
         t0 = time.perf_counter()
         self.reset()
         jax.block_until_ready(self._step(self.state, self.data, None))
@@ -175,28 +175,31 @@ class OursOffline(Ours):
 
 
 class OursSharded(Ours):
-    """``ours`` with the documents sharded over all JAX devices (``topicjax.distributed``): on CPU,
+    """``ours`` with the documents sharded over all JAX devices (``topicjax.scale.distributed``): on CPU,
     run the benchmark with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` to give XLA N
     host devices, i.e. N threads working on one model."""
 
     def __init__(self, train, T, threads, seed):
         import jax
 
-        from topicjax import distributed
+        from topicjax.scale import distributed
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.dist = jax, distributed
-        self.sharded = distributed.shard(self.train)
+        from topicjax.core import em
+
+        self.em = em
+        self.data = distributed.shard(self.train)
         self.name = f"ours-{len(jax.devices())}dev"
-        self._step = distributed.make_step(self.sharded.mesh)
-        self.data = self.sharded.data
+        self._step = em.make_step()
         t0 = time.perf_counter()
         self.reset()
         jax.block_until_ready(self._step(self.state, self.data, None))
         self.compile_s = time.perf_counter() - t0
 
     def reset(self):
-        self.state = self.dist.init(self.jax.random.key(self.seed), self.sharded, self.T)
+        state = self.em.init(self.jax.random.key(self.seed), self.train.n_words, self.train.n_docs, self.T)
+        self.state = self.dist.replicate(self.data.mesh, state)
 
 
 class Numba(System):
@@ -241,7 +244,7 @@ class BigARTM(System):
         finally:
             os.chdir(cwd)
 
-        from topicjax import formats
+        from topicjax.data import formats
 
         self.artm, self.doc_passes = artm, doc_passes
         self.name = f"bigartm-{doc_passes}"
@@ -404,7 +407,7 @@ EVAL_FLOOR = 1e-9
 
 def evaluate(phi, observed, heldout):
     """The one evaluation function: hold-out perplexity by document completion (ARTM sec. 5)."""
-    from topicjax import metrics
+    from topicjax.evaluation import metrics
 
     phi = np.asarray(phi, np.float64)
     s = phi.sum(0, keepdims=True)
@@ -438,12 +441,12 @@ def memory_report(train, T):
 
     ``plain``: the step as a Python loop calls it (the old state stays alive beside the new
     one); ``in_place``: the same step with its state donated, as inside the compiled loop of a
-    fit (:func:`em.run_scan`, ``ARTM.fit_grid``), where the new Φ, Θ take the old ones' place."""
+    fit (:func:`topicjax.core.driver.run_fixed`, ``ARTM.fit_many``), where the new Φ, Θ take the old ones' place."""
     import jax
 
-    from topicjax import em
+    from topicjax.core import em, estep, layout
 
-    data = em.prepare(train)
+    data = layout.prepare(train)
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     must = train.nnz * 12 + (train.n_words + train.n_docs) * T * 4
     out = {"must_MB": must / 1e6}
@@ -460,19 +463,19 @@ def kernel_sweep(train, T, rounds):
     import jax
     import jax.numpy as jnp
 
-    from topicjax import em
+    from topicjax.core import em, estep, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi
     theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
-    sliced = em.prepare(train)
+    sliced = layout.prepare(train)
 
     def flat_data(chunk):  # the pre-issue-7 layout: doc-sorted non-zeros in (C, chunk) blocks
         nnz = train.nnz
         n = -(-nnz // chunk) * chunk
         cols = [np.concatenate([np.asarray(a), np.zeros(n - nnz, a.dtype)]).reshape(-1, chunk)
                 for a in (train.doc_ids, train.word_ids, train.counts)]
-        return em.DocWordCounts(jnp.asarray(cols[0], jnp.int32), jnp.asarray(cols[1], jnp.int32),
+        return layout.DocWordCounts(jnp.asarray(cols[0], jnp.int32), jnp.asarray(cols[1], jnp.int32),
                                 jnp.asarray(cols[2], jnp.float32))
 
     def old_flat(p, t, data):  # the pre-issue-7 kernel, verbatim: no re-blocking
@@ -483,7 +486,7 @@ def kernel_sweep(train, T, rounds):
             ll, gp, gt = carry
             d, w, n = ch
             rows, cols = p[w], tt[d]
-            q = jnp.maximum(jnp.sum(rows * cols, axis=-1), em.EPS)
+            q = jnp.maximum(jnp.sum(rows * cols, axis=-1), estep.EPS)
             ll = ll + jnp.sum(n * jnp.log(q))
             r = n / q
             return (ll, gp.at[w].add(r[:, None] * cols), gt.at[d].add(r[:, None] * rows, indices_are_sorted=True)), None
@@ -495,22 +498,22 @@ def kernel_sweep(train, T, rounds):
     variants = {
         "flat gather/scatter, chunk 16384 (before)": (jax.jit(old_flat), flat_data(16384)),
         "flat gather/scatter, chunk 4096": (jax.jit(old_flat), flat_data(4096)),
-        "sliced, θ by rows": (jax.jit(lambda p, t, d: em._sliced_counts(p, t, d, True, True, True)), sliced),
-        "sliced, θ by columns (CPU default)": (jax.jit(lambda p, t, d: em._sliced_counts(p, t, d, True, True, False)), sliced),
+        "sliced, θ by rows": (jax.jit(lambda p, t, d: estep.sliced_counts(p, t, d, True, True, True)), sliced),
+        "sliced, θ by columns (CPU default)": (jax.jit(lambda p, t, d: estep.sliced_counts(p, t, d, True, True, False)), sliced),
     }
-    saved = em.CPU_BLOCK_ELEMENTS
+    saved = estep.CPU_BLOCK_ELEMENTS
     try:
         for elems in (204_800, 819_200, 1_638_400):
-            em.CPU_BLOCK_ELEMENTS = elems
-            f = jax.jit(lambda p, t, d: em._sliced_counts(p, t, d, True, True, False))
+            estep.CPU_BLOCK_ELEMENTS = elems
+            f = jax.jit(lambda p, t, d: estep.sliced_counts(p, t, d, True, True, False))
             jax.block_until_ready(f(phi, theta, sliced))  # compiled with this block size
             variants[f"sliced, θ by columns, block {elems // 1000}k elements"] = (f, sliced)
     finally:
-        em.CPU_BLOCK_ELEMENTS = saved
+        estep.CPU_BLOCK_ELEMENTS = saved
     with jax.enable_x64(True):  # the float64 E-step (x64 only inside this context)
-        data64 = em.prepare(train, dtype=jnp.float64)
+        data64 = layout.prepare(train, dtype=jnp.float64)
         phi64, theta64 = jnp.asarray(phi, jnp.float64), jnp.asarray(theta, jnp.float64)
-        f64 = jax.jit(lambda p, t, d: em.expected_counts(p, t, d))
+        f64 = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d))
         jax.block_until_ready(f64(phi64, theta64, data64))
 
     def run64(*_):
@@ -539,13 +542,13 @@ def numba_estep_ms(train, T, threads, rounds):
     import jax.numpy as jnp
 
     from numba_reference import NumbaEStep
-    from topicjax import em
+    from topicjax.core import em, estep, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi
     theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
-    data = em.prepare(train)
-    f = jax.jit(lambda p, t, d: em.expected_counts(p, t, d))
+    data = layout.prepare(train)
+    f = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d))
     P, Th = np.asarray(phi), np.asarray(theta)
     kernels = {"ours": lambda: jax.block_until_ready(f(phi, theta, data))}
     for n in sorted({threads, 1}, reverse=True):

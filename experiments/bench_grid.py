@@ -42,9 +42,9 @@ def pass_time(train, T, rounds):
     """Median seconds of one compiled PLSA step of one model (compile excluded)."""
     import jax
 
-    from topicjax import em
+    from topicjax.core import em, layout
 
-    data = em.prepare(train)
+    data = layout.prepare(train)
     step = em.make_step()
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     state = jax.block_until_ready(step(state, data))

@@ -5,10 +5,10 @@ building the fitted objects): what a batch of models costs the device itself (is
 Timed (best of ``--rounds`` after a warm-up), per model and iteration, for G models at T topics:
 
 * ``artm grid``: the compiled ``fit_grid`` runner (``lax.scan`` over iterations, all G models
-  vmapped; the E-step under vmap is :func:`topicjax.em._sliced_counts_models`);
+  vmapped; the E-step under vmap lays the models side by side, see :mod:`topicjax.core.estep`);
 * ``artm vmapped step``: the vmapped ARTM step called from a Python loop;
-* ``plsa vmapped``: ``jax.vmap`` of ``em.run_scan`` over G PLSA models;
-* ``plsa single``: one PLSA model's ``em.run_scan`` (G times its time), the sequential baseline
+* ``plsa vmapped``: ``driver.run_many(mode="vmap")`` over G PLSA models;
+* ``plsa single``: one PLSA model's ``driver.run_fixed`` (G times its time), the sequential baseline
   without any Python overhead.
 
 Example::
@@ -44,8 +44,8 @@ def main(argv=None):
 
     import bench_grid
     from bench_em import load_corpus
-    from topicjax import em
-    from topicjax.artm import _build
+    from topicjax import regularizers as R
+    from topicjax.core import driver, em, layout
 
     if args.quick:
         args.corpus, args.topics, args.models, args.iterations, args.rounds = ["bars"], 5, 3, 2, 1
@@ -63,28 +63,24 @@ def main(argv=None):
     rows = []
     for name in args.corpus:
         tr = load_corpus(name, args.quick)
-        base = bench_grid.make_base(T, N)
-        s = base._prepare_fit(tr, None)
-        states = base._initial_states(base, s, [0] * G, [T] * G)
-        tables = jnp.asarray(np.repeat(bench_grid.grid_taus(G)[:, None, :], N, 1), jnp.float32)
-        fns = _build(s.bound, 1, True, True)
-        aux = base._aux(s)
-        res = {"artm grid": best(lambda: fns.grid(states, s.data, tables, aux, N, G))}
-        vstep = jax.jit(jax.vmap(fns.step, in_axes=(0, None, 0, None)))
-
-        def artm_loop():
-            st = states
-            for i in range(N):
-                st = vstep(st, s.data, tables[:, i], aux)
-            return st
-
-        res["artm vmapped step"] = best(artm_loop)
-        plsa = em.make_step(jit=False)
-        st0 = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T))(jax.random.split(jax.random.key(0), G))
-        runv = jax.jit(jax.vmap(lambda x: em.run_scan(lambda y: plsa(y, s.data, None), x, N)))
-        res["plsa vmapped"] = best(lambda: runv(st0))
-        run1 = jax.jit(lambda x: em.run_scan(lambda y: plsa(y, s.data, None), x, N))
-        res["plsa single (x G)"] = best(lambda: run1(jax.tree.map(lambda a: a[0], st0))) * G
+        data = layout.prepare(tr)
+        reg = R.combine(*(r for r, _ in bench_grid.make_base(T, N).regularizers)).bind(R.Context.build(tr, T))
+        reg = reg.cast(jnp.float32)
+        taus = bench_grid.grid_taus(G)
+        reg_b = jax.tree.map(lambda *xs: jnp.stack(xs), *[reg.with_coefs([float(v) for v in row]) for row in taus])
+        keys = jax.random.split(jax.random.key(0), G)
+        states = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T, reg=reg))(keys)
+        static = em.EMStatic()
+        res = {"artm grid": best(lambda: driver.run_many(em.ALGORITHM, static, states, (data, reg_b, None),
+                                                         batched=(False, True, False), max_iter=N, mode="vmap")[0].phi)}
+        plsa = R.as_regularizer(None)
+        st0 = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T))(keys)
+        res["plsa vmapped"] = best(lambda: driver.run_many(em.ALGORITHM, static, st0, (data, plsa, None),
+                                                           batched=(False, False, False), max_iter=N,
+                                                           mode="vmap")[0].phi)
+        one = jax.tree.map(lambda a: a[0], st0)
+        res["plsa single (x G)"] = best(lambda: driver.run_fixed(em.ALGORITHM, static, one, (data, plsa, None),
+                                                                 max_iter=N)[0].phi) * G
         per = {k: v / (N * G) * 1e3 for k, v in res.items()}
         rows.append((name, per))
         print(f"{name} ({jax.default_backend()}, T={T}, G={G}): "

@@ -87,7 +87,7 @@ def load_corpus(spec: str, settings: dict):
     if spec == "quick":
         return "bars", quick_corpus()
     import topicjax as tj
-    from topicjax.corpus import Corpus
+    from topicjax.data.corpus import Corpus
 
     if spec == "kos":
         return "kos", tj.datasets.load_kos()

@@ -7,7 +7,7 @@ BIC, held-out log-likelihood by document completion (eq. 32: disjoint word halve
 document, proportions estimated on the observed half with all topics allowed), M-bar (topics per
 document), N-bar (specific words per topic), unique specific words, share of words whose switches
 are all off, class-label consistency (eq. 34-35) on the test documents, UMass coherence (eq. 33)
-of the top-10 (specific) words (both from :mod:`topicjax.metrics`), and wall/CPU time.
+of the top-10 (specific) words (both from :mod:`topicjax.evaluation.metrics`), and wall/CPU time.
 
     python experiments/ptm_order_sweep.py                       # 20 Newsgroups, M = 100..10 step 2
     python experiments/ptm_order_sweep.py --m-max 40 --m-min 10 --step 6 --n-docs 3000
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 import topicjax as tj  # noqa: E402
 from topicjax import metrics, ptm  # noqa: E402
-from topicjax.corpus import Corpus  # noqa: E402
+from topicjax.data.corpus import Corpus  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -99,7 +99,7 @@ def load_corpora(args):
 
 # ----------------------------------------------------------------------------- measures
 def class_consistency(theta_train, train, theta_test, test):
-    """Eq. 34-35 (``topicjax.metrics.class_consistency``): accuracy, or PR-AUC if multi-label."""
+    """Eq. 34-35 (``topicjax.evaluation.metrics.class_consistency``): accuracy, or PR-AUC if multi-label."""
     if train.labels is None or test.labels is None:
         return None
     r = metrics.class_consistency(theta_train, train.labels, theta_test, test.labels)

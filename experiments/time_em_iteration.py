@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 import topicjax as tj
-from topicjax import em
+from topicjax.core import em, layout
 
 
 def main(argv=None):
@@ -21,9 +21,9 @@ def main(argv=None):
     p.add_argument("--iterations", type=int, default=10)
     args = p.parse_args(argv)
     t = time.perf_counter()
-    corpus = tj.formats.read_corpus(args.corpus)
+    corpus = tj.data.formats.read_corpus(args.corpus)
     print(f"read {corpus!r} in {time.perf_counter() - t:.2f} s")
-    data = em.prepare(corpus)
+    data = layout.prepare(corpus)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, args.topics)
     step = em.make_step()
     state = step(state, data, None)  # compile

@@ -19,11 +19,11 @@ The protocol, per corpus and number of topics T:
 
 3. **Ours**: ARTM with the two smoothing regularizers (``regularizers.smooth_phi`` and
    ``smooth_theta``, eq. 23-24: φ_wt ∝ n_wt + τ_φ, θ_td ∝ n_td + τ_θ — LDA-like, τ_φ and τ_θ
-   playing β and α), run by one of two compiled steps of ``topicjax.em``:
+   playing β and α), run by one of two compiled steps of ``topicjax.core.em``:
 
-   * ``offline-N``: ``em.make_offline_step(R, doc_passes=N)`` (BigARTM's offline pass: Θ
+   * ``offline-N``: ``em.step`` with ``EMConfig(doc_passes=N)`` (BigARTM's offline pass: Θ
      restarted from uniform, N - 1 Θ-only iterations with the smoothing, one full E-step);
-   * ``carried``: ``em.make_step(R)`` (Θ carried over; the step ``ARTM.fit`` runs, without the
+   * ``carried``: ``em.step`` (Θ carried over; the step ``ARTM.fit`` runs, without the
      estimator's per-iteration host work: τ schedules, scores, history).
 
    The coefficients are traced arguments (one compilation per route).  The route and (τ_φ, τ_θ)
@@ -119,8 +119,8 @@ def run_tomotopy(train, T, threads, seed, iters, every, observed, heldout, log=p
 class OursSmoothed:
     """ARTM with smooth_phi + smooth_theta (coefficients traced) on one training corpus.
 
-    ``route`` is ``"offline-N"`` (:func:`em.make_offline_step`, N document passes) or
-    ``"carried"`` (:func:`em.make_step`).  Compiled steps are cached per (route, corpus shape)."""
+    ``route`` is ``"offline-N"`` (``em.step`` with ``EMConfig(doc_passes=N)``) or ``"carried"``
+    (``em.step``, Θ carried over).  Compiled steps are cached per (route, corpus shape)."""
 
     _compiled: dict = {}
     _data: dict = {}
@@ -129,43 +129,39 @@ class OursSmoothed:
         import jax
         import jax.numpy as jnp
 
-        from topicjax import em
         from topicjax import regularizers as regs
+        from topicjax.core import em, layout
 
         self.jax, self.jnp, self.em = jax, jnp, em
         self.train, self.T, self.route, self.seed = train, T, route, seed
         if self._data.get("corpus") is not train:  # one device copy per training corpus
             self._data.clear()
-            self._data.update(corpus=train, data=em.prepare(train))
+            self._data.update(corpus=train, data=layout.prepare(train))
         self.data = self._data["data"]
-        ctx = regs.Context.build(train, T)
-        r_phi, r_theta = regs.smooth_phi().bind(ctx), regs.smooth_theta().bind(ctx)
-        self.params = (r_phi.params, r_theta.params)
-
-        def R(phi, theta, coefs):  # eq. 13 with the two smoothing terms of eq. 23
-            taus, (p_phi, p_theta) = coefs
-            return taus[0] * r_phi.apply(phi, theta, p_phi) + taus[1] * r_theta.apply(phi, theta, p_theta)
-
+        # eq. 13 with the two smoothing terms of eq. 23; the coefficients are traced leaves
+        self.reg = regs.combine(regs.smooth_phi(), regs.smooth_theta()).bind(regs.Context.build(train, T)).cast(jnp.float32)
+        if route == "carried":
+            self.cfg = em.EMConfig(remove=False)
+        elif route.startswith("offline-"):
+            self.cfg = em.EMConfig(remove=False, doc_passes=int(route.split("-", 1)[1]))
+        else:
+            raise ValueError(f"unknown route {route!r} (carried or offline-N)")
         key = (route, train.n_words, train.n_docs, train.nnz, T)
         if key not in self._compiled:
-            if route == "carried":
-                step = em.make_step(R)
-            elif route.startswith("offline-"):
-                step = em.make_offline_step(R, doc_passes=int(route.split("-", 1)[1]))
-            else:
-                raise ValueError(f"unknown route {route!r} (carried or offline-N)")
+            step = jax.jit(em.step, static_argnames=("cfg",))
             t0 = time.perf_counter()
             self.reset()
-            jax.block_until_ready(step(self.state, self.data, self._coefs((0.0, 0.0))))
+            jax.block_until_ready(step(self.state, self.data, self._coefs((0.0, 0.0)), None, cfg=self.cfg))
             self._compiled[key] = (step, time.perf_counter() - t0)
         self._step, self.compile_s = self._compiled[key]
         self.reset()
 
     def _coefs(self, taus):
-        return (self.jnp.asarray(taus, self.jnp.float32), self.params)
+        return self.reg.with_coefs([float(t) for t in taus])
 
     def reset(self):
-        self.state = self.em.init(self.jax.random.key(self.seed), self.train.n_words, self.train.n_docs, self.T)
+        self.state = self.em.init(self.jax.random.key(self.seed), self.train.n_words, self.train.n_docs, self.T,
+                                  reg=self.reg)
 
     def run(self, taus, observed, heldout, *, target=-np.inf, max_seconds=np.inf, max_passes=10_000, log=None,
             keep_going=False):
@@ -179,7 +175,7 @@ class OursSmoothed:
         trace, spent, stop = [], 0.0, None
         for i in range(1, max_passes + 1):
             t0 = time.perf_counter()
-            self.state = self._step(self.state, self.data, coefs)
+            self.state = self._step(self.state, self.data, coefs, None, cfg=self.cfg)
             self.jax.block_until_ready(self.state.phi)
             spent += time.perf_counter() - t0
             ppl = evaluate(np.asarray(self.state.phi), observed, heldout)
@@ -350,7 +346,7 @@ def main(argv=None):
     ap.add_argument("--tp-every", type=int, default=25, help="tomotopy checkpoint interval (iterations)")
     ap.add_argument("--report-every", type=int, default=100, help="tomotopy rows shown in the trace table")
     ap.add_argument("--routes", nargs="+", default=["offline-5", "offline-3", "offline-10", "carried"],
-                    help="offline-N (em.make_offline_step) or carried (em.make_step); the first is used for the "
+                    help="offline-N (EMConfig(doc_passes=N)) or carried (Θ carried over); the first is used for the "
                          "coefficient grid, the others are tried at the chosen coefficients")
     ap.add_argument("--betas", nargs="+", type=float, default=[0.0, 0.01, 0.1, 0.5], help="τ of smooth_phi")
     ap.add_argument("--alphas", nargs="+", type=float, default=[0.0, 0.1, 0.5], help="τ of smooth_theta")

@@ -22,7 +22,7 @@ The script also measures the time per EM iteration for ``--time-themes`` x ``--t
 Corpora: ``--corpus bbc`` (BBC News, 5 labels), ``--corpus 20ng`` (20 Newsgroups, a sample of
 ``--n-docs`` posts), ``--corpus synthetic`` (sampled from a TTMM, labels = true themes), or a path:
 a folder with one sub-folder of raw text files per label, or any file/folder
-``topicjax.formats.read_corpus`` reads that carries labels.
+``topicjax.data.formats.read_corpus`` reads that carries labels.
 
     python experiments/ttmm_classification.py --corpus bbc
     python experiments/ttmm_classification.py --quick          # a few seconds, synthetic corpus
@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 import jax  # noqa: E402
 
-from topicjax.corpus import Corpus  # noqa: E402
+from topicjax.data.corpus import Corpus  # noqa: E402
 from topicjax.ttmm import TTMM, em_init, em_step, prepare, sample_corpus, synthetic_params  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def read_label_folders(path: Path, **vectorizer_kwargs) -> Corpus:
 
 
 def load_corpus(spec: str, n_docs: int | None, seed: int) -> tuple[Corpus, str]:
-    import topicjax.datasets as ds
+    from topicjax.data import datasets as ds
 
     if spec == "bbc":
         corpus, name = ds.load_bbc_news("all"), "BBC News (OCTIS preprocessing, all splits)"
@@ -87,7 +87,7 @@ def load_corpus(spec: str, n_docs: int | None, seed: int) -> tuple[Corpus, str]:
         if path.is_dir() and any(p.is_dir() for p in path.iterdir()):
             corpus = read_label_folders(path)
         else:
-            from topicjax.formats import read_corpus
+            from topicjax.data.formats import read_corpus
 
             corpus = read_corpus(path)
         name = str(path)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topicjax.corpus import Corpus
-from topicjax.datasets import shared_data_dir
+from topicjax.data.corpus import Corpus
+from topicjax.data.datasets import shared_data_dir
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +66,8 @@ def labelled_corpus() -> Corpus:
 def multimodal_corpus() -> Corpus:
     """Words in two modalities, the word "sport" in both; multi-label; named documents.
 
-    Vocabulary keys follow :mod:`topicjax.formats`' rule (``"@tag|sport"`` for the tag), in the
-    order in which :func:`topicjax.formats.write_vw` writes them (so it reads back equal).
+    Vocabulary keys follow :mod:`topicjax.data.formats`' rule (``"@tag|sport"`` for the tag), in the
+    order in which :func:`topicjax.data.formats.write_vw` writes them (so it reads back equal).
     """
     vocab = ["match", "sport", "@tag|sport", "@tag|news", "vote"]
     modalities = ["@default_class", "@default_class", "@tag", "@tag", "@default_class"]

@@ -44,14 +44,15 @@ def test_smoothing_coefficients_reach_the_m_step(mod):
     Φ, Θ gives φ ∝ n_wt + τ_φ and θ ∝ n_td + τ_θ, with the counts from the plain E-step."""
     import numpy as np
 
-    from topicjax import datasets, em
+    from topicjax import datasets
+    from topicjax.core import estep
 
     corpus, _ = datasets.make_bars(n_docs=30, seed=0)
     m = mod.OursSmoothed(corpus, 4, "carried", 0)
     s0 = m.state
-    _, g_phi, g_theta = em.expected_counts(s0.phi, s0.theta, m.data)
+    _, g_phi, g_theta = estep.expected_counts(s0.phi, s0.theta, m.data)
     n_wt = np.asarray(s0.phi * g_phi, np.float64)
     n_td = np.asarray(s0.theta * g_theta, np.float64)
-    new = m._step(s0, m.data, m._coefs((0.3, 0.7)))
+    new = m._step(s0, m.data, m._coefs((0.3, 0.7)), None, cfg=m.cfg)
     np.testing.assert_allclose(np.asarray(new.phi), (n_wt + 0.3) / (n_wt + 0.3).sum(0), rtol=1e-4, atol=1e-7)
     np.testing.assert_allclose(np.asarray(new.theta), (n_td + 0.7) / (n_td + 0.7).sum(0), rtol=1e-4, atol=1e-7)

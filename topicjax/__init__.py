@@ -3,16 +3,25 @@
 PLSA and ARTM with regularizers written as plain Python functions (their M-step terms come from
 ``jax.grad``), parsimonious topic models with a BIC, the theme/topic mixture model, and the LIDA
 family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set of metrics.
+
+Sub-packages: :mod:`topicjax.data` (corpus, readers, datasets), :mod:`topicjax.core` (layouts,
+E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
+(:mod:`topicjax.artm`, :mod:`topicjax.ptm`, :mod:`topicjax.ttmm`, :mod:`topicjax.lida`),
+:mod:`topicjax.evaluation` (metrics, scores) and :mod:`topicjax.scale` (online, distributed).
+``tj.datasets`` and ``tj.metrics`` are short names for ``tj.data.datasets`` and
+``tj.evaluation.metrics``.
 """
 
-from . import datasets, distributed, em, formats, metrics, regularizers, scores, streaming
-from .artm import ARTM
-from .corpus import Corpus, CorpusError
-from .lida import LIDA
-from .plsa import PLSA
-from .ptm import PTM
-from .ttmm import TTMM
+from topicjax import core, data, evaluation, persistence, regularizers, scale
+from topicjax.artm import ARTM, PLSA
+from topicjax.core.errors import NumericalError
+from topicjax.data import Corpus, CorpusError, datasets
+from topicjax.evaluation import metrics
+from topicjax.lida import LIDA
+from topicjax.ptm import PTM
+from topicjax.ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "PLSA", "PTM", "TTMM", "datasets", "distributed", "em", "formats", "metrics", "regularizers", "scores", "streaming"]
+__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "core", "data", "datasets",
+           "evaluation", "metrics", "regularizers", "scale"]

@@ -16,20 +16,23 @@ loads through :func:`load_folder`; the ``"model"`` key of the metadata names the
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save_folder", "load_folder", "load", "FORMAT_VERSION"]
+__all__ = ["save_folder", "load_folder", "load", "jsonable", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 
 
-def _jsonable(x):
+def jsonable(x):
+    """``x`` with numpy/JAX arrays and scalars turned into lists and Python numbers (for JSON)."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray):
@@ -40,13 +43,33 @@ def _jsonable(x):
 
 
 def save_folder(path, arrays: dict, meta: dict) -> None:
-    """Write ``arrays`` (name -> array, ``None`` values skipped) and JSON ``meta`` to folder ``path``."""
+    """Write ``arrays`` (name -> array, ``None`` values skipped) and JSON ``meta`` to folder ``path``,
+    atomically: both files are written to a temporary folder beside ``path``, which then replaces
+    ``path`` by a rename, so an interrupted save never leaves a half-written model (an existing
+    model at ``path`` is replaced only once the new one is complete)."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    np.savez(path / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a folder; a model is saved as a folder")
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
     meta = dict(meta)
     meta.setdefault("format_version", FORMAT_VERSION)
-    (path / "meta.json").write_text(json.dumps(_jsonable(meta), indent=1), encoding="utf-8")
+    text = json.dumps(jsonable(meta), indent=1)  # fails before anything is written
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.saving-", dir=parent))
+    try:
+        np.savez(tmp / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+        (tmp / "meta.json").write_text(text, encoding="utf-8")
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=parent))
+            old.rmdir()
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def load_folder(path) -> tuple[dict, dict]:

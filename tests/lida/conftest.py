@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topicjax.datasets import make_bars
+from topicjax.data.datasets import make_bars
 from topicjax.lida import LIDA
 
 from .common import est

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from topicjax import lida as L
-from topicjax.datasets import make_bars, make_lda_corpus
+from topicjax.data.datasets import make_bars, make_lda_corpus
 from topicjax.lida import LIDA
 
 from .common import check_invariants, est

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from scipy import stats
 from scipy.special import betaln, gammaln as g
 
-from topicjax.corpus import Corpus
+from topicjax.data.corpus import Corpus
 from topicjax import lida as L
 from topicjax.lida.masks import diagonal_scan, topic_step
 

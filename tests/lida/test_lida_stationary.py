@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from scipy import stats
 
-from topicjax.corpus import Corpus
+from topicjax.data.corpus import Corpus
 from topicjax import lida as L
 from topicjax.lida.parallel import assign_parallel
 from topicjax.lida.state import pow2

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import TopicModelBase
-from ..corpus import Corpus
+from topicjax.estimator import TopicModelBase
+from topicjax.data.corpus import Corpus
 from .evaluate import Averages, accumulate, add_sample, fold_in, loglik, sample_means
 from .hyper import hyper_update
 from .ibp import ibp_sample

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..corpus import Corpus
+from topicjax.data.corpus import Corpus
 from .layout import Blocks, make_blocks
 
 __all__ = ["Config", "Tokens", "State", "VARIANTS", "HYPER", "MODES", "BIG", "TINY", "make_tokens",

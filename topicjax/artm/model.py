@@ -1,0 +1,601 @@
+"""ARTM: additive regularization of topic models (Vorontsov & Potapenko 2015).
+
+The model maximises ``L(Φ, Θ) + Σ_i τ_i R_i(Φ, Θ)`` (eq. 13) by the regularized EM algorithm of
+Theorem 2 (eq. 14-16): the regularizers are ONE :class:`~topicjax.regularizers.Regularizer`
+(anything :func:`~topicjax.regularizers.as_regularizer` accepts: plain ``R(phi, theta)``
+functions, pool members, ``(R, tau)`` pairs), whose M-step terms ``φ ∂R/∂φ``, ``θ ∂R/∂θ`` come
+from ``jax.grad`` in :func:`topicjax.core.mstep.m_step`, through the one EM step of
+:mod:`topicjax.core.em` and the one driver of :mod:`topicjax.core.driver`:
+
+* coefficients are traced leaves of the regularizer: changing τ never recompiles; schedules
+  ``tau(iteration)`` are compiled into the fit (or tabulated up front); a schedule of the score
+  history ``tau(iteration, history)`` is evaluated on the host before every iteration;
+* over-regularized topics and documents (Notes 1-2) are reported in the history
+  (``overregularized_topics``, ``overregularized_docs``) and, with ``overregularized="remove"``
+  (default), removed for the rest of the fit (``removed_topics_``, ``removed_docs_``);
+* a fit that would leave non-finite values or remove every topic or every document stops with
+  :class:`~topicjax.core.errors.NumericalError` naming the regularizer, its coefficient and the
+  iteration; the last good state is kept in the error (``.state``);
+* modalities (BigARTM's class_ids) get one distribution per modality in every topic, weighted by
+  ``modality_weights``; classes (Theorem 3, eq. 44-50) are one more modality Ψ (``psi_``) learned
+  from labels with weight ``label_weight``; :meth:`ARTM.predict_proba` is eq. 44;
+* ``doc_passes=k``: BigARTM's offline algorithm (Θ restarted from uniform each pass, ``k - 1``
+  inner Θ iterations), the same pass as the online algorithm of :mod:`topicjax.scale.online`;
+* ``fit(X, mesh=...)`` shards the documents over the devices of a mesh (and processes,
+  :mod:`topicjax.scale.distributed`); :meth:`ARTM.fit_many` trains a batch of models (coefficients,
+  seeds, numbers of topics) in one compiled call through :func:`topicjax.core.driver.run_many`.
+
+>>> import topicjax as tj
+>>> from topicjax import regularizers as R
+>>> corpus, _ = tj.datasets.make_bars(n_docs=100, seed=0)
+>>> model = tj.ARTM(10, regularizers=[(R.sparse_theta(), 0.5), (R.decorrelate(), 10.0)], max_iter=20,
+...                 progress=False).fit(corpus)
+>>> model.phi_.shape, model.theta_.shape, len(model.scores_)
+((25, 10), (10, 100), 20)
+
+Results depend on ``random_state`` only; bits may differ between CPU and GPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.artm import setup as S
+from topicjax.core import driver, em, estep, mstep
+from topicjax.core.random import as_key
+from topicjax.estimator import TopicModelBase, check_int, host_array, int_sequence
+from topicjax.evaluation import metrics
+from topicjax.evaluation import scores as scores_mod
+from topicjax.regularizers import Regularizer, as_regularizer, from_spec
+from topicjax.regularizers.schedules import Table, from_spec as schedule_from_spec, is_number
+
+__all__ = ["ARTM"]
+
+
+class ARTM(TopicModelBase):
+    """Additively regularized topic model (ARTM, Theorem 2-3) with a scikit-learn interface.
+
+    Parameters
+    ----------
+    n_components: number of topics T (background topics included).
+    regularizers: anything :func:`~topicjax.regularizers.as_regularizer` accepts: a list of
+        ``(R, tau)`` pairs, plain ``R(phi, theta) -> scalar`` functions (τ = 1), pool members, a
+        :class:`~topicjax.regularizers.Regularizer`; ``tau`` is a number or a schedule.
+    max_iter: number of EM iterations (passes over the collection).
+    tol: stop when the relative change of the log-likelihood falls below ``tol`` (0: never; the
+        default, since regularization trajectories change the model after the likelihood settles).
+    random_state: seed of the initial Φ: an int, ``None`` (fresh entropy) or a ``jax.random`` key.
+    background_topics: an int B (the last B topics are background, as in Fig. 3) or a list of
+        topic indices/names.  Regularizers select them with ``topics="background"``/``"specific"``.
+    topic_names: names of the topics (default ``topic_i`` / ``background_j``).
+    scores: names or objects of :mod:`topicjax.evaluation.scores` recorded in ``scores_``.
+    score_every: evaluate host scores every this many iterations (and after the last one).
+    modality_weights: ``{modality name: weight}`` for a corpus with modalities (default 1 each).
+    label_weight: τ of eq. 45 for the class matrix Ψ; ``None`` = 1 when labels are given to
+        ``fit`` as ``y``, no classes otherwise.
+    overregularized: ``"remove"`` (default) or ``"keep"`` over-regularized topics and documents.
+    doc_passes: ``None`` (Θ carried over between passes) or k >= 1: BigARTM's offline pass.
+    transform_iter: EM iterations of Θ for new documents (``transform``).
+    chunk: non-zeros per chunk of the E-step (see :func:`topicjax.core.layout.prepare`).
+    progress: show a tqdm progress bar.
+
+    Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``components_`` (T x W), ``psi_``
+    (C x T or None), ``history_`` (= ``scores_``, one dict per iteration: ``iteration``,
+    ``objective`` (log-likelihood), ``regularizer`` (Σ τ R), ``tau/<name>``,
+    ``overregularized_topics``, ``overregularized_docs``, ``seconds`` and the scores),
+    ``n_iter_``, ``topic_names_``, ``background_``, ``removed_topics_``, ``removed_docs_``,
+    ``classes_``, ``final_taus_``, ``vocab_``.
+
+    Save/load: pool regularizers and Step/Linear/Table schedules are rebuilt from their JSON
+    specs; a model with a custom function is loaded with ``ARTM.load(path, regularizers=...)``.
+    """
+
+    _saved_arrays = ("phi_", "theta_", "psi_", "topic_alive_", "doc_alive_", "row_modality_")
+    _saved_meta = ("scores_", "n_iter_", "topic_names_", "background_", "removed_topics_", "removed_docs_",
+                   "classes_", "final_taus_", "modality_names_", "row_weights_")
+    _unsaved_params = ("regularizers", "scores")
+    _family = "EM"
+
+    def __init__(self, n_components=10, *, regularizers=None, max_iter=40, tol=0.0, random_state=0,
+                 background_topics=0, topic_names=None, scores=("perplexity", "sparsity"), score_every=1,
+                 modality_weights=None, label_weight=None, overregularized="remove", doc_passes=None,
+                 transform_iter=30, chunk=None, progress=True):
+        self.n_components = n_components
+        self.regularizers = regularizers
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.background_topics = background_topics
+        self.topic_names = topic_names
+        self.scores = scores
+        self.score_every = score_every
+        self.modality_weights = modality_weights
+        self.label_weight = label_weight
+        self.overregularized = overregularized
+        self.doc_passes = doc_passes
+        self.transform_iter = transform_iter
+        self.chunk = chunk
+        self.progress = progress
+
+    # ------------------------------------------------------------------ setup
+    def regularizer(self) -> Regularizer:
+        """The estimator's regularizers as ONE :class:`~topicjax.regularizers.Regularizer`."""
+        try:
+            return as_regularizer(self.regularizers)
+        except TypeError as e:
+            raise ValueError(str(e)) from None
+
+    def _check_settings(self):
+        self._validate_params()
+        if self.overregularized not in ("remove", "keep"):
+            raise ValueError(f"overregularized must be 'remove' or 'keep', got {self.overregularized!r}")
+        if self.doc_passes is not None:
+            check_int(self.doc_passes, "doc_passes", 1)
+        check_int(self.score_every, "score_every", 1)
+        check_int(self.transform_iter, "transform_iter", 1)
+
+    def _label_tau(self) -> float:
+        lw = 1.0 if self.label_weight is None else self.label_weight
+        if not (is_number(lw) and np.isfinite(lw) and lw > 0):
+            raise ValueError(f"label_weight={lw!r} must be a positive number")
+        return float(lw)
+
+    def _structure(self, X, y, n_components) -> S.Structure:
+        corpus = self._train_corpus(X)
+        corpus.check_topics(n_components)
+        if y is not None:
+            corpus = corpus.with_labels(y)
+        use_labels = y is not None or self.label_weight is not None
+        if use_labels and corpus.labels is None:
+            raise ValueError("label_weight is set but there are no labels: pass y to fit or a corpus with labels")
+        names, background = S.topic_structure(n_components, self.background_topics, self.topic_names)
+        labels = corpus.labels if use_labels else None
+        row_mod, mod_names, weights, classes = S.modality_structure(
+            corpus, self.modality_weights, corpus.label_names if use_labels else None,
+            self._label_tau() if use_labels else 1.0)
+        freq = S.class_frequencies(labels, corpus.doc_lengths) if labels is not None else None
+        return S.Structure(corpus, names, background, row_mod, mod_names, weights, classes, freq, labels)
+
+    def _config(self, st: S.Structure, *, update_phi=True, mask_topics=False) -> em.EMConfig:
+        return em.EMConfig(update_phi=update_phi, remove=self.overregularized == "remove", mask_topics=mask_topics,
+                           n_segments=len(st.mod_names), doc_passes=int(self.doc_passes or 0))
+
+    def _trackers(self):
+        trackers = scores_mod.resolve_scores(self.scores)
+        device = tuple(t.device for t in trackers if getattr(t, "device", None) is not None)
+        on_record = [t for t in trackers if hasattr(t, "from_record")]
+        host = [t for t in trackers if getattr(t, "device", None) is None and not hasattr(t, "from_record")]
+        return device, on_record, host
+
+    def _prepare(self, X, y, n_components, mesh=None):
+        """Everything a fit needs: structure, device data, the bound regularizer, aux arrays."""
+        self._check_settings()
+        reg = self.regularizer()  # bad regularizers fail before the corpus is read into the device
+        st = self._structure(X, y, n_components)
+        src, n_weighted = S.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
+        data = S.device_data(src, self.chunk, mesh=mesh)
+        reg = reg.bind(S.context(st, n_components, "fit")).resolve(int(self.max_iter)).cast(jnp.float32)
+        return st, data, n_weighted, reg, S.aux_arrays(st, n_components)
+
+    def _init_states(self, st, reg, aux, seeds, tops, T_max):
+        """Initial states of models with ``seeds[g]`` and ``tops[g]`` topics, stacked and padded to
+        ``T_max`` topics; each is the start of its own :meth:`fit` (one vmapped draw per T)."""
+        W, D = st.n_rows, st.corpus.n_docs
+        n_seg = len(st.mod_names)
+        parts, order = [], []
+        for T in sorted(set(tops)):
+            idx = [g for g, t in enumerate(tops) if t == T]
+            keys = jnp.stack([as_key(seeds[g], "seeds") for g in idx])
+            init = jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))
+            parts.append(jax.jit(init)(keys))
+            order += idx
+        states = parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
+        if len(parts) > 1:
+            inv = jnp.asarray(np.argsort(order))
+            states = jax.tree.map(lambda a: a[inv], states)
+        return states
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, mesh=None):
+        """Fit to a Corpus or a (documents x words) count matrix; ``y`` (optional) are class labels
+        (one per document, or a boolean indicator matrix).  ``mesh``: shard the documents over the
+        devices of a :class:`jax.sharding.Mesh` (:func:`topicjax.scale.distributed.make_mesh`)."""
+        T = int(self.n_components)
+        st, data, n_weighted, reg, aux = self._prepare(X, y, T, mesh)
+        if mesh is not None:
+            from topicjax.scale.distributed import replicate
+
+            reg = replicate(mesh, reg)
+        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed()], [T], T))
+        if mesh is not None:
+            state = replicate(mesh, state)
+        reg.check(state.phi, state.theta)
+        device, on_record, host = self._trackers()
+        static = em.EMStatic(self._config(st), device, st.corpus.n_words)
+
+        taus = self._tau_table(reg, int(self.max_iter))
+        before = None
+        if reg.on_host:
+            def before(it, history):
+                r = reg.set_host_values(it, self._records(history, st, reg.names, taus, on_record, n_weighted))
+                taus[it - 1] = [float(np.asarray(t.coef(it))) for t in r.terms]
+                return data, r, aux
+
+        after = None
+        if host:
+            def after(it, s):
+                return self._host_scores(host, st, s, it, n_weighted)
+
+        def explain(s, args, it, reason):
+            return self._blame(s, args, it, reason)
+
+        state, records = driver.run(em.ALGORITHM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
+                                    tol=float(self.tol), progress=self.progress, desc=type(self).__name__,
+                                    before=before, after=after, after_every=int(self.score_every), explain=explain)
+        self._store(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
+        return self
+
+    @staticmethod
+    def _tau_table(reg, n_iter: int) -> np.ndarray:
+        """The coefficients of every iteration on the host, exact (float64), ``(n_iter, R)``;
+        schedules of the score history are filled in as the fit runs."""
+        cols = [np.full(n_iter, np.nan) if t.coef.on_host else t.coef.values(n_iter) for t in reg.terms]
+        return np.stack(cols, axis=1) if cols else np.zeros((n_iter, 0))
+
+    def _records(self, records, st, names, taus, on_record, n_weighted):
+        """Driver records -> the history schema of ARTM (``tau/<name>``, topic names, scores)."""
+        out = []
+        for r in records:
+            if "dead_topics" not in r:  # already converted (a host schedule reads the history)
+                out.append(r)
+                continue
+            it = r["iteration"]
+            rec = {"iteration": it, "objective": r["objective"], "regularizer": r["regularizer"]}
+            device = np.atleast_1d(r.get("coefs", np.zeros(len(names))))
+            for i, name in enumerate(names):
+                v = taus[it - 1, i] if it - 1 < len(taus) else np.nan
+                rec[f"tau/{name}"] = float(v if np.isfinite(v) else device[i])
+            rec["overregularized_topics"] = [st.names[j] for j in np.flatnonzero(r["dead_topics"])]
+            rec["overregularized_docs"] = int(r["dead_docs"])
+            for k, v in r.items():
+                if k not in ("coefs", "dead_topics", "dead_docs", "iteration", "objective", "regularizer", "seconds"):
+                    rec[k] = v
+            for t in on_record:
+                rec.update(t.from_record(rec, n_weighted))
+            rec["seconds"] = r.get("seconds", 0.0)
+            out.append(rec)
+        return out
+
+    def _host_scores(self, trackers, st, state, iteration, n_weighted) -> dict:
+        W = st.corpus.n_words
+        phi, theta = host_array(state.phi)[:W], host_array(state.theta)
+        alive = host_array(state.topic_alive) > 0
+        bg = np.asarray(st.background, np.int64)
+        specific = alive.copy()
+        specific[bg] = False
+        ctx = scores_mod.ScoreContext(
+            phi=phi, theta=theta, corpus=st.corpus, background=bg[alive[bg]] if bg.size else bg,
+            specific=np.flatnonzero(specific), topic_weights=theta @ np.asarray(st.corpus.doc_lengths, np.float64),
+            loglik=float(host_array(state.loglik)), n_tokens=n_weighted, iteration=iteration, model=self)
+        out = {}
+        for tr in trackers:
+            res = tr(ctx)
+            if not isinstance(res, dict):
+                raise TypeError(f"score {getattr(tr, 'name', tr)!r} returned {type(res).__name__}, expected a dict")
+            out.update({k: float(v) for k, v in res.items()})
+        return out
+
+    def _blame(self, state, args, iteration, reason) -> str:
+        """The regularizer responsible for a failing iteration (evaluated at the last good state)."""
+        data, reg, aux = args
+        it = jnp.asarray(iteration)
+        phi_c, theta_c = jnp.maximum(state.phi, mstep.EPS), jnp.maximum(state.theta, mstep.EPS)
+        coef = {t.name: float(t.coef(it)) for t in reg.terms}
+        if reason == "nonfinite":
+            for t, p in zip(reg.terms, state.params):
+                try:
+                    v = t.fn(phi_c, theta_c, p)
+                    g = jax.grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
+                    bad = not (bool(jnp.isfinite(v)) and all(bool(jnp.all(jnp.isfinite(x))) for x in g))
+                except Exception:  # noqa: BLE001 - the failure itself is the finding
+                    bad = True
+                if bad:
+                    return f"regularizer {t.name!r} (coefficient {coef[t.name]:g}) produced non-finite values"
+            return f"no regularizer is non-finite at the last good state (coefficients {coef})"
+        # collapse: which term's removal keeps a topic and a document in the model
+        _, g_phi, g_theta = estep.expected_counts(state.phi, state.theta, data)
+        n_phi, n_theta = jnp.maximum(state.phi, mstep.EPS) * g_phi, jnp.maximum(state.theta, mstep.EPS) * g_theta
+        terms = []
+        for t, p in zip(reg.terms, state.params):
+            gp, gt = jax.grad(lambda a, b: t.fn(mstep.clamped(a), mstep.clamped(b), p), argnums=(0, 1))(state.phi,
+                                                                                                     state.theta)
+            c = t.coef(it)
+            terms.append((t, c * jnp.maximum(state.phi, mstep.EPS) * gp, c * jnp.maximum(state.theta, mstep.EPS) * gt))
+        total_phi = n_phi + sum(x[1] for x in terms)
+        total_theta = n_theta + sum(x[2] for x in terms)
+
+        def survives(a_phi, a_theta):
+            return bool(jnp.any((a_phi > 0).any(0) & (a_theta > 0).any(1)) & jnp.any((a_theta > 0).any(0)))
+
+        culprits = [t.name for t, dp, dt in terms if survives(total_phi - dp, total_theta - dt)]
+        if not culprits and terms:
+            culprits = [min(terms, key=lambda x: float(jnp.minimum(x[1], 0).sum() + jnp.minimum(x[2], 0).sum()))[0].name]
+        if not culprits:
+            return "no regularizer is involved (the data leaves nothing to fit)"
+        return ", ".join(f"regularizer {n!r} with coefficient {coef[n]:g}" for n in culprits) + (
+            " removes every topic or every document at this iteration (ARTM Notes 1-2); lower its coefficient or "
+            "switch it on later with a schedule")
+
+    def _store(self, st: S.Structure, state, records):
+        W = st.corpus.n_words
+        phi_full = host_array(state.phi)
+        self.phi_ = phi_full[:W]
+        self.psi_ = phi_full[W:] if st.classes else None
+        self.theta_ = host_array(state.theta)
+        self.scores_ = records
+        self.history_ = records
+        self.n_iter_ = len(records)
+        self.topic_names_ = list(st.names)
+        self.background_ = [int(b) for b in st.background]
+        self.topic_alive_ = host_array(state.topic_alive)
+        self.doc_alive_ = host_array(state.doc_alive)
+        self.removed_topics_ = [st.names[j] for j in np.flatnonzero(self.topic_alive_ == 0)]
+        self.removed_docs_ = [int(d) for d in np.flatnonzero(self.doc_alive_ == 0)]
+        self.classes_ = list(st.classes)
+        reg_names = [k[4:] for k in (records[-1] if records else {}) if k.startswith("tau/")]
+        self.final_taus_ = [float(records[-1][f"tau/{n}"]) for n in reg_names] if records else []
+        self.modality_names_ = list(st.mod_names)
+        self.row_modality_ = np.asarray(st.row_mod)
+        self.row_weights_ = [float(w) for w in st.weights]
+        self._class_freq = st.class_freq
+        reg = self.regularizer()
+        self.regularizer_names_ = list(reg.names)
+        self.learned_params_ = [
+            {k: host_array(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
+            for t, p in zip(reg.terms, state.params)
+        ]
+        self._set_components()
+
+    # ------------------------------------------------------------------ many models
+    def fit_many(self, X, taus=None, y=None, *, seeds=None, n_topics=None, mode=None, batch_size=None) -> list:
+        """Fit a batch of models in ONE compiled call (:func:`topicjax.core.driver.run_many`).
+
+        The models may differ in ``taus`` (array (G, R): τ_i of model g; ``nan`` keeps the
+        estimator's own coefficient or schedule), ``seeds`` (G ``random_state`` values: random
+        restarts) and ``n_topics`` (G numbers of topics: every model is padded to the largest and
+        its extra topics masked from the start; not with ``background_topics``, ``topic_names`` or
+        regularizers that learn parameters).  Whatever is not given is the estimator's own.  Each
+        model runs to its own stopping rule (``max_iter``, ``tol``) and equals the separate fit
+        of a clone with its settings (tested).  ``mode``: ``"sequential"`` (default on one CPU
+        device), ``"vmap"`` (default on accelerators; ``batch_size`` models side by side),
+        ``"devices"`` (models spread over the local devices) or ``"threads"``.  Returns fitted
+        clones; ``scores_`` hold ``objective``, the ``tau/...`` and per-iteration scores, and the
+        host scores after the last iteration.
+
+        >>> import topicjax as tj
+        >>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+        >>> base = tj.ARTM(5, max_iter=5, progress=False, scores=())
+        >>> [m.phi_.shape[1] for m in base.fit_many(corpus, seeds=[0, 1, 2], n_topics=[4, 5, 6])]
+        [4, 5, 6]
+        """
+        self._check_settings()
+        G, seeds, tops = self._batch_settings(taus, seeds, n_topics)
+        T_max = max(tops)
+        masked = any(t != T_max for t in tops)
+        if masked and (self.background_topics or self.topic_names is not None):
+            raise ValueError("fit_many with several numbers of topics cannot use background_topics or topic_names")
+        st, data, n_weighted, reg, aux = self._prepare(X, y, T_max)
+        if masked and any(t.update is not None for t in reg.terms):
+            raise ValueError("fit_many with several numbers of topics cannot use regularizers that learn parameters")
+        if reg.on_host:
+            raise ValueError("fit_many: a schedule of the score history cannot be compiled into a batch; "
+                             "use tau(iteration) schedules")
+        n_iter = int(self.max_iter)
+        tables, grid_rows = self._coefficient_tables(reg, taus, G, n_iter)
+        reg_b = jax.tree.map(lambda *xs: jnp.stack(xs), *[reg.with_coefs([Table(v) for v in tab]) for tab in tables])
+        states = self._init_states(st, reg, aux, seeds, tops, T_max)
+        reg.check(states.phi[0], states.theta[0])
+        device, on_record, host = self._trackers()
+        static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words)
+        finals, recs, n_done, status = driver.run_many(
+            em.ALGORITHM, static, states, (data, reg_b, aux), batched=(False, True, False), max_iter=n_iter,
+            tol=float(self.tol), mode=mode, batch_size=batch_size)
+        finals, recs = jax.tree.map(host_array, finals), jax.tree.map(host_array, recs)
+        n_done, status = np.asarray(n_done), np.asarray(status)
+        models = []
+        for g in range(G):
+            if status[g] >= driver.NONFINITE:
+                raise self._numerical_error_many(g, seeds, tops, int(n_done[g]), status[g])
+            m = self._clone_with(random_state=seeds[g], n_components=tops[g])
+            if taus is not None:
+                own = self.regularizer()
+                m.regularizers = own.with_coefs([c if np.isnan(v) else float(v) for c, v in zip(own.coefs, grid_rows[g])])
+            state = jax.tree.map(lambda a: a[g], finals)
+            Tg = tops[g]
+            sg = st
+            if Tg != T_max:
+                state = state._replace(phi=state.phi[:, :Tg], theta=state.theta[:Tg], topic_alive=state.topic_alive[:Tg])
+                sg = S.Structure(**{**vars(st), "names": st.names[:Tg]})
+            rows = [{"iteration": i + 1, **{k: v[g, i] for k, v in driver.flatten_records(recs).items()}}
+                    for i in range(int(n_done[g]))]
+            for r in rows:
+                r["dead_topics"] = r["dead_topics"][:Tg]
+                r["seconds"] = 0.0
+            records = m._records([{k: (np.asarray(v).item() if np.ndim(v) == 0 else v) for k, v in r.items()} for r in rows],
+                                 sg, reg.names, tables[g].T, on_record, n_weighted)
+            m.vocab_, m.n_features_in_ = self.vocab_, self.n_features_in_
+            if records and host:
+                records[-1].update(m._host_scores(host, sg, state, len(records), n_weighted))
+            m._store(sg, state, records)
+            models.append(m)
+        return models
+
+    fit_grid = fit_many
+
+    def _batch_settings(self, taus, seeds, n_topics):
+        sizes = {name: len(v) for name, v in (("taus", taus), ("seeds", seeds), ("n_topics", n_topics)) if v is not None}
+        if not sizes:
+            raise ValueError("fit_many needs at least one of taus, seeds or n_topics")
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"taus, seeds and n_topics must have one length (models), got {sizes}")
+        G = next(iter(sizes.values()))
+        if G == 0:
+            raise ValueError("fit_many: no models (empty taus/seeds/n_topics)")
+        seeds = [self._seed()] * G if seeds is None else int_sequence(seeds, "seeds", 0)
+        tops = [int(self.n_components)] * G if n_topics is None else int_sequence(n_topics, "n_topics", 1)
+        return G, seeds, tops
+
+    def _coefficient_tables(self, reg, taus, G, n_iter):
+        R = len(reg.terms)
+        grid = np.full((G, R), np.nan) if taus is None else np.asarray(taus, np.float64)
+        if grid.ndim == 1 and R == 1:
+            grid = grid[:, None]
+        if grid.ndim != 2 or grid.shape != (G, R):
+            raise ValueError(f"taus must have shape (n_models, {R}) for {R} regularizers {list(reg.names)}, "
+                             f"got {grid.shape}")
+        own = np.stack([t.coef.values(n_iter) for t in reg.terms]) if R else np.zeros((0, n_iter))
+        tables = np.where(np.isnan(grid)[:, :, None], own[None], grid[:, :, None])  # (G, R, n_iter)
+        from topicjax.regularizers.schedules import check_values
+
+        for g in range(G):
+            for i, t in enumerate(reg.terms):
+                try:
+                    check_values(tables[g, i], t.name, t.nonnegative)
+                except ValueError as e:
+                    raise ValueError(f"taus[{g}, {i}]: {e}") from None
+        return tables, grid
+
+    def _numerical_error_many(self, g, seeds, tops, n_done, status):
+        from topicjax.core.errors import NumericalError
+
+        what = "non-finite values" if status == driver.NONFINITE else "a collapse (every topic or document removed)"
+        return NumericalError(f"fit_many: model {g} (seed {seeds[g]}, {tops[g]} topics) produced {what} at iteration "
+                              f"{n_done + 1}; fit it alone with fit() for the regularizer responsible",
+                              iteration=n_done + 1, reason="nonfinite" if status == driver.NONFINITE else "collapse")
+
+    # ------------------------------------------------------------------ inference
+    def _infer(self, X) -> tuple[np.ndarray, object]:
+        corpus = self._new_corpus(X)
+        reg_all = self.regularizer()
+        if len(reg_all.terms) != len(getattr(self, "regularizer_names_", [])):
+            raise ValueError("the regularizers differ from those the model was fitted with")
+        st = S.Structure(corpus, tuple(self.topic_names_), tuple(self.background_), np.asarray(self.row_modality_, np.int32),
+                         tuple(self.modality_names_), np.asarray(self.row_weights_, np.float64), tuple(self.classes_),
+                         getattr(self, "_class_freq", None))
+        T = int(self.n_components)
+        learned = getattr(self, "learned_params_", None) or [{} for _ in reg_all.terms]
+        terms = []
+        for t, fitted, tau in zip(reg_all.terms, learned, self.final_taus_):
+            ctx = S.context(st, T, "transform", fitted=fitted, corpus=corpus)
+            b = t.bind(ctx)
+            if b is not None:
+                terms.append(Regularizer([b]).with_coefs([tau]).terms[0])
+        reg = Regularizer(terms).cast(jnp.float32)
+        src, _ = S.weighted_entries(corpus, st.weights, st.row_mod[: corpus.n_words])
+        data = S.device_data(src, self.chunk)
+        alive = jnp.asarray(self.topic_alive_, jnp.float32)
+        phi = jnp.asarray(np.vstack([self.phi_] + ([self.psi_] if self.psi_ is not None else [])), jnp.float32)
+        theta0 = jnp.broadcast_to((alive / alive.sum())[:, None], (T, corpus.n_docs))
+        kept = []
+        for t in reg.terms:
+            try:  # a custom function written for the training shapes may not apply to new documents
+                Regularizer([t]).check(phi, theta0)
+            except ValueError as e:
+                if not t.is_plain:
+                    raise
+                warnings.warn(f"{e}; it is not applied to new documents")
+                continue
+            kept.append(t)
+        reg = Regularizer(kept)
+        aux = S.aux_arrays(st, T)
+        cfg = self._config(st, update_phi=False)._replace(doc_passes=0)
+        theta = em.infer_theta(phi, data, corpus.n_docs, reg, n_iter=int(self.transform_iter), topic_alive=alive,
+                               aux=aux, cfg=cfg)
+        return host_array(theta), corpus
+
+    def transform(self, X):
+        """Topic proportions of (new) documents, ``(n_docs, n_components)``: Θᵀ inferred with Φ
+        fixed by ``transform_iter`` EM iterations, the Θ-regularizers applied (those holding data
+        about particular training documents are not)."""
+        return self._infer(X)[0].T
+
+    def predict_proba(self, X):
+        """p(c|d) = Σ_t ψ_ct θ_td (eq. 44) for documents X, ``(n_docs, n_classes)``."""
+        self._check_fitted()
+        if getattr(self, "psi_", None) is None:
+            raise ValueError("this model has no classes: fit it with labels (y) or label_weight")
+        theta = self._infer(X)[0]
+        p = (self.psi_ @ theta).T
+        s = p.sum(1, keepdims=True)
+        return np.divide(p, s, out=np.full_like(p, 1.0 / p.shape[1]), where=s > 0)
+
+    def predict(self, X):
+        """The most probable class of each document (names from ``classes_``)."""
+        return np.asarray(self.classes_, dtype=object)[np.argmax(self.predict_proba(X), axis=1)]
+
+    def perplexity(self, X, heldout=None):
+        """Perplexity (eq. 56) of documents X; with ``heldout``, by document completion: Θ is
+        inferred on X (the observed part) and the perplexity measured on ``heldout``."""
+        corpus = self._new_corpus(X)
+        held = corpus if heldout is None else self._new_corpus(heldout)
+        return metrics.perplexity(self.phi_, self._infer(corpus)[0], held)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Save to folder ``path``: Φ, Θ, Ψ, histories, coefficients, learned regularizer
+        parameters, and each regularizer's JSON spec where it has one."""
+        arrays, meta = self._save_contents()
+        if isinstance(self.scores, (list, tuple)) and all(isinstance(x, str) for x in self.scores):
+            meta["score_names"] = list(self.scores)
+        meta["regularizers"] = [{"name": t.name, "spec": t.spec, "tau": t.coef.spec()} for t in self.regularizer().terms]
+        if getattr(self, "_class_freq", None) is not None:
+            meta["class_freq"] = np.asarray(self._class_freq).tolist()
+        for i, lp in enumerate(getattr(self, "learned_params_", []) or []):
+            for k, v in lp.items():
+                arrays[f"learned__{i}__{k}"] = np.asarray(v)
+        self._write(path, arrays, meta)
+
+    @classmethod
+    def load(cls, path, **params):
+        """Load a model saved by :meth:`save`.  Pool regularizers and Step/Linear/Table schedules
+        are rebuilt from the saved specs; pass ``regularizers=[(R, tau), ...]`` when the model
+        has a custom one (and ``scores=`` for custom scores)."""
+        arrays, meta = cls._read(path)
+        saved = meta.get("regularizers", [])
+        accepted = set(cls._get_param_names())
+        if params.get("regularizers") is not None:
+            names = [n.split("#")[0] for n in as_regularizer(params["regularizers"]).names]
+            want = [r["name"].split("#")[0] for r in saved]
+            if names != want:
+                raise ValueError(f"the regularizers passed to load are {names}, the saved model has {want}")
+        elif saved:
+            rebuilt = []
+            for i, r in enumerate(saved):
+                if r.get("spec") is None or r.get("tau") is None:
+                    what = "a custom callable" if r.get("spec") is None else "a custom schedule"
+                    raise ValueError(f"{path}: regularizer #{i} {r['name']!r} is {what} and cannot be restored from "
+                                     f"JSON; pass regularizers=[(R, tau), ...] to {cls.__name__}.load")
+                rebuilt.append((from_spec(r["spec"]), schedule_from_spec(r["tau"])))
+            params["regularizers"] = rebuilt
+        if "scores" not in params and "scores" in accepted:
+            params["scores"] = tuple(meta.get("score_names", ()))
+        if "regularizers" in params and "regularizers" not in accepted:
+            del params["regularizers"]
+        model = cls._from_saved(path, arrays, meta, params)
+        model.history_ = getattr(model, "scores_", [])
+        model.regularizer_names_ = [r["name"] for r in saved]
+        model.psi_ = arrays.get("psi_")
+        model._class_freq = np.asarray(meta["class_freq"]) if "class_freq" in meta else None
+        learned = [{} for _ in saved]
+        for k, v in arrays.items():
+            if k.startswith("learned__"):
+                _, i, key = k.split("__", 2)
+                learned[int(i)][key] = v
+        model.learned_params_ = learned
+        model._set_components()
+        return model
+

@@ -1,0 +1,7 @@
+"""``python -m topicjax.cli``: the ``topicjax`` command."""
+
+import sys
+
+from topicjax.cli import main
+
+sys.exit(main())

@@ -1,0 +1,205 @@
+"""The parser of the ``topicjax`` command and its one error handler (see :mod:`topicjax.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import sys
+import warnings
+
+from topicjax.cli.families import add_model_options, add_regularizer_options
+from topicjax.cli.inputs import add_corpus_options
+
+__all__ = ["build_parser", "main", "one_line"]
+
+#: What the library's messages say to pass, as the command line's options.
+_OPTION_HINTS = (
+    ("pass empty_docs='drop' to remove them", "pass --empty-docs drop to remove them"),
+    ("pass encoding='latin-1' (or the file's encoding)", "pass --encoding latin-1 (or the file's encoding)"),
+    ("format='tsv' (topicjax: --format tsv)", "--format tsv"),
+    ("format='texts' (--format texts)", "--format texts"),
+    ("pass the vocabulary (vocab=..., or a file X.vocab beside the corpus)",
+     "pass the vocabulary (--vocab FILE, or a file X.vocab beside the corpus)"),
+)
+
+#: exit status of a command whose output pipe was closed (128 + SIGPIPE, as the shell reports it)
+EXIT_BROKEN_PIPE = 141
+
+
+def one_line(e: BaseException) -> str:
+    """The one-line message of an error, with the library's hints turned into options."""
+    msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, KeyError):  # str(KeyError('x')) is "'x'"
+        msg = f"KeyError: {msg}"
+    for lib, cli in _OPTION_HINTS:
+        msg = msg.replace(lib, cli)
+    return msg
+
+
+def _debug_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the full traceback of an error")
+    return p
+
+
+def _output_options(p, *, out=True, quiet=True, top=True):
+    if out:
+        p.add_argument("--out", help="folder to save the fitted model to (reopen it with topics, evaluate, report)")
+    if quiet:
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+    if top:
+        p.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    debug = _debug_parent()
+    p = argparse.ArgumentParser(prog="topicjax", description="Topic models in JAX.")
+    p.add_argument("--debug", dest="debug_all", action="store_true", help="show the full traceback of an error")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    f = sub.add_parser("fit", parents=[debug], help="fit a model (the bundled bars corpus without CORPUS)",
+                       description="Fit a model, save it (--out), then print its topics, perplexity (training and "
+                                   "hold-out by document completion), sparsity and coherence.")
+    f.add_argument("corpus", nargs="?", help="UCI folder or docword file, Vowpal Wabbit file, lda-c file, folder of "
+                                             "text files, or a table (--format tsv)")
+    add_model_options(f)
+    f.add_argument("--docs", type=int, default=2000, help="documents of the bundled bars corpus")
+    f.add_argument("--heldout", type=float, default=0.1,
+                   help="share of documents held out for document completion (0: none; default 0.1)")
+    f.add_argument("--devices", type=int, default=None,
+                   help="PLSA/ARTM: shard the documents over N local devices (on CPU, N host devices are made)")
+    _output_options(f)
+    add_corpus_options(f)
+    f.set_defaults(func="fit")
+
+    s = sub.add_parser("select-order", parents=[debug], help="PTM order selection: the BIC by number of topics",
+                       description="Fit PTMs from --max-topics down to --min-topics (warm-started, removing the "
+                                   "least massive topics), print the BIC curve, save the best model.")
+    s.add_argument("corpus")
+    s.add_argument("--max-topics", type=int, required=True, help="the largest order M")
+    s.add_argument("--min-topics", type=int, default=2, help="the smallest order (default 2)")
+    s.add_argument("--step", type=int, default=1, help="topics removed per step (default 1)")
+    s.add_argument("--bic", default="2014", help="2014 (default), 2014-exact or 2020")
+    s.add_argument("--iterations", dest="max_iter", type=int, default=None, help="GEM iterations per order")
+    s.add_argument("--tol", type=float, default=None, help="GEM stopping tolerance")
+    s.add_argument("--seed", dest="random_state", type=int, default=0)
+    _output_options(s)
+    add_corpus_options(s)
+    s.set_defaults(func="select_order")
+
+    t = sub.add_parser("topics", parents=[debug], help="print the top words of a saved model")
+    t.add_argument("model_dir")
+    t.add_argument("-n", type=int, default=10, help="words per topic")
+    t.set_defaults(func="topics")
+
+    e = sub.add_parser("evaluate", parents=[debug], help="hold-out perplexity and coherence of a saved model",
+                       description="Document completion and coherence of a saved model on a corpus; words outside "
+                                   "the model's vocabulary are dropped and their share reported.")
+    e.add_argument("model_dir")
+    e.add_argument("corpus")
+    e.add_argument("--seed", type=int, default=0)
+    add_corpus_options(e)
+    e.set_defaults(func="evaluate")
+
+    r = sub.add_parser("report", parents=[debug], help="write a markdown (and HTML) page about a saved model",
+                       description="Write DIR/report.md (and DIR/report.html with --html): parameters, what fit "
+                                   "measured, topics, charts of the scores by iteration and of the BIC by order "
+                                   "(PNG files beside it).")
+    r.add_argument("model_dir")
+    r.add_argument("--html", action="store_true", help="also write report.html")
+    r.add_argument("-n", type=int, default=10, help="words per topic")
+    r.set_defaults(func="report")
+
+    c = sub.add_parser("convert", parents=[debug], help="convert a corpus into a batch store for fit-online",
+                       description="UCI and VW corpora are streamed (memory: one block); other formats are read in "
+                                   "memory and written as a store.")
+    c.add_argument("corpus")
+    c.add_argument("store", help="folder of the batch store to write")
+    c.add_argument("--batch-size", type=int, default=1000, help="documents per batch (default 1000)")
+    add_corpus_options(c)
+    c.set_defaults(func="convert")
+
+    o = sub.add_parser("fit-online", parents=[debug], help="online ARTM over a batch store (BigARTM's fit_online)")
+    o.add_argument("store")
+    o.add_argument("--topics", dest="n_components", type=int, default=None, help="number of topics (default 20)")
+    o.add_argument("--passes", type=int, default=1, help="passes over the store (default 1)")
+    o.add_argument("--update-every", type=int, default=1, help="batches per update of Φ (default 1)")
+    o.add_argument("--tau0", type=float, default=1024.0, help="step size offset τ0 (default 1024)")
+    o.add_argument("--kappa", type=float, default=0.7, help="step size decay κ (default 0.7)")
+    o.add_argument("--doc-passes", type=int, default=10, help="Θ iterations per batch (default 10)")
+    o.add_argument("--seed", dest="random_state", type=int, default=0)
+    g = o.add_argument_group("regularizers")
+    add_regularizer_options(g)
+    _output_options(o)
+    o.set_defaults(func="fit_online")
+    return p
+
+
+def _command(name: str):
+    from topicjax.cli import commands, online, report
+
+    return {"fit": commands.cmd_fit, "select_order": commands.cmd_select_order, "topics": commands.cmd_topics,
+            "evaluate": commands.cmd_evaluate, "report": report.cmd_report, "convert": online.cmd_convert,
+            "fit_online": online.cmd_fit_online}[name]
+
+
+def _ask_for_host_devices(n: int) -> None:
+    """On CPU, N host devices exist only if XLA is told before JAX starts its backend."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if n > 1 and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so that the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or already closed
+        pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"topicjax: warning: {one_line(message) if isinstance(message, Exception) else ' '.join(str(message).split())}",
+          file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 141 broken pipe).
+
+    Every error ends in one line ``topicjax: error: ...`` on stderr, never a traceback (``--debug``
+    shows it); output piped into a command that stops reading (``| head``) ends quietly."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # usage errors and --help: argparse has printed what to say
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
+    args.debug = getattr(args, "debug", False) or args.debug_all
+    if getattr(args, "devices", None):
+        _ask_for_host_devices(args.devices)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            rc = _command(args.func)(args)
+            sys.stdout.flush()
+            return rc
+        except BrokenPipeError:
+            _silence_stdout()
+            return EXIT_BROKEN_PIPE
+        except KeyboardInterrupt:
+            print("topicjax: interrupted", file=sys.stderr)
+            return 130
+        except Exception as e:
+            if isinstance(e, OSError) and e.errno == errno.EPIPE:
+                _silence_stdout()
+                return EXIT_BROKEN_PIPE
+            if args.debug:
+                import traceback
+
+                traceback.print_exc()
+            known = isinstance(e, (ValueError, OSError, ArithmeticError, MemoryError))
+            hint = "" if known or args.debug else f" ({type(e).__name__}; run with --debug for the traceback)"
+            print(f"topicjax: error: {one_line(e)}{hint}", file=sys.stderr)
+            return 1

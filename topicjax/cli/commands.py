@@ -1,0 +1,305 @@
+"""``fit``, ``select-order``, ``topics`` and ``evaluate``.
+
+A fit saves the model first (when ``--out`` is given), then prints what can be computed; a step
+that fails after the save loses nothing and is reported on one line (exit code 1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from topicjax.cli.families import build_model, option_for
+from topicjax.cli.inputs import read_corpus_args
+from topicjax.evaluation import metrics
+
+__all__ = ["check_seed", "cmd_fit", "cmd_select_order", "cmd_topics", "cmd_evaluate", "load_model", "print_topics",
+           "completion_perplexity", "SUMMARY_FILE", "ORDER_FILE", "Steps"]
+
+#: written beside a saved model: what ``fit`` printed about it (read by ``topicjax report``)
+SUMMARY_FILE = "fit_summary.json"
+#: written beside the best model of ``select-order``: the BIC curve
+ORDER_FILE = "order_selection.json"
+
+
+class Steps:
+    """Report steps after a fit: each runs on its own; a failure prints one line and is counted."""
+
+    def __init__(self, saved_to: str | None):
+        self.failed = 0
+        self.saved_to = saved_to
+        self.summary: dict = {}
+
+    def run(self, what: str, fn):
+        import sys
+
+        try:
+            return fn()
+        except (BrokenPipeError, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            self.failed += 1
+            kept = f"; the model is saved in {self.saved_to}" if self.saved_to else ""
+            msg = " ".join(str(e).split()) or type(e).__name__
+            print(f"topicjax: error: {what}: {msg}{kept}", file=sys.stderr)
+            return None
+
+
+def load_model(path):
+    from topicjax.persistence import load
+
+    return load(path)
+
+
+def print_topics(phi, vocab, n: int = 10) -> list[list[str]]:
+    words = metrics.top_words(np.asarray(phi), vocab, n)
+    for t, ws in enumerate(words):
+        print(f"  topic {t:3d}: {' '.join(ws)}", flush=True)
+    return words
+
+
+def completion_perplexity(phi, corpus, seed: int) -> tuple[float, int, int]:
+    """Hold-out perplexity by document completion (ARTM sec. 5) on the documents of ``corpus``
+    that can be split (2 tokens or more); ``(perplexity, documents used, documents skipped)``."""
+    lengths = np.asarray(corpus.doc_lengths)
+    usable = np.flatnonzero(lengths >= 2)
+    skipped = corpus.n_docs - usable.size
+    if usable.size == 0:
+        raise ValueError(f"none of the {corpus.n_docs} documents has 2 tokens or more; document completion needs "
+                         "a token on each side")
+    obs, held = corpus.subset(usable).completion_split("tokens", seed=seed)
+    return metrics.heldout_perplexity(np.asarray(phi), obs, held), int(usable.size), int(skipped)
+
+
+def _theta(model, corpus) -> np.ndarray:
+    """Θ (T x D) of the training documents: the fitted one when it is there, else ``transform``."""
+    theta = getattr(model, "theta_", None)
+    phi = np.asarray(model.phi_)
+    if theta is not None and np.shape(theta) == (phi.shape[1], corpus.n_docs):
+        return np.asarray(theta)
+    return np.asarray(model.transform(corpus)).T
+
+
+def _with_option(e: ValueError) -> ValueError:
+    """An estimator's parameter message with the command-line option that sets it."""
+    msg = str(e)
+    param = msg.split(" ", 1)[0]
+    opt = option_for(param)
+    return ValueError(f"{msg} (option {opt})") if opt and not msg.endswith(")") else e
+
+
+def check_seed(seed) -> int:
+    """``--seed`` checked as the estimators check ``random_state`` (it also splits the corpus)."""
+    from topicjax.core.random import check_random_state
+
+    try:
+        return check_random_state(seed)
+    except ValueError as e:
+        raise _with_option(e) from None
+
+
+# ------------------------------------------------------------------------------------- fit
+def _bars_report(phi, true_phi, steps: Steps) -> None:
+    from topicjax.data import datasets
+
+    rec = metrics.topic_recovery(phi, true_phi)
+    order = [int(m) for m in rec["matching"] if m >= 0]
+    order += [t for t in range(phi.shape[1]) if t not in order]
+    print("topics (5x5 pictures, darker = more probable), in the order of the true bars they match:")
+    pics = [datasets.bars_picture(phi[:, t]) for t in order]
+    for row in range(0, len(pics), 5):
+        group = pics[row: row + 5]
+        print("   ".join(f"topic {order[row + i]:<4d}" for i in range(len(group))))
+        for line in range(len(group[0])):
+            print("   ".join(p[line] for p in group))
+        print()
+    print(f"recovery of the true bars: mean Hellinger distance {rec['distance']:.3f} "
+          f"(0 = perfect, 1 = disjoint); worst topic {np.nanmax(rec['per_topic']):.3f}")
+    steps.summary["recovery_distance"] = float(rec["distance"])
+
+
+def _fit_model(model, train, args):
+    """``model.fit(train)``, sharded over ``--devices`` local devices when asked."""
+    if args.devices is None:
+        return model.fit(train)
+    import jax
+
+    from topicjax.scale.distributed import make_mesh
+
+    if args.model not in ("plsa", "artm"):
+        raise ValueError(f"--devices (a sharded fit) is for --model plsa and artm, not {args.model}")
+    if args.devices < 1:
+        raise ValueError(f"--devices must be an integer >= 1, got {args.devices}")
+    devices = jax.local_devices()
+    if args.devices > len(devices):
+        raise ValueError(f"--devices {args.devices}: JAX sees {len(devices)} local {devices[0].platform} device(s); on "
+                         "CPU the command line asks XLA for host devices only when it starts JAX itself (run it as "
+                         "a new process)")
+    print(f"sharding the documents over {args.devices} {devices[0].platform} device(s)")
+    return model.fit(train, mesh=make_mesh(devices[: args.devices]))
+
+
+def _save(model, out, steps: Steps) -> None:
+    if out:
+        model.save(out)
+        steps.saved_to = out
+        print(f"model saved to {out}", flush=True)
+    else:
+        print("note: the model is not saved (pass --out DIR to keep it)", flush=True)
+
+
+def _write_summary(out, summary: dict) -> None:
+    if out:
+        from topicjax.persistence import jsonable
+
+        (Path(out) / SUMMARY_FILE).write_text(json.dumps(jsonable(summary), indent=1), encoding="utf-8")
+
+
+def cmd_fit(args) -> int:
+    from topicjax.data import datasets
+
+    t0 = time.perf_counter()
+    check_seed(args.random_state)
+    bundled = args.corpus is None
+    if bundled:
+        corpus, true_phi = datasets.make_bars(n_docs=args.docs, seed=args.random_state)
+        print(f"bundled corpus: 'bars' of Griffiths & Steyvers (2004), {corpus!r}; true topics: 10 bars on a 5x5 grid")
+    else:
+        corpus = read_corpus_args(args, args.corpus)
+        print(f"corpus {args.corpus}: {corpus!r}")
+    topics = args.n_components if args.n_components is not None else (10 if bundled else 20)
+    iterations = args.max_iter
+    if iterations is None and args.model in ("plsa", "artm"):
+        iterations = 300 if bundled else 100
+    model = build_model(args, topics=topics, iterations=iterations, progress=not args.quiet)
+    split = corpus.n_docs >= 20 and args.heldout > 0
+    train, test = corpus.train_test_split(args.heldout, seed=args.random_state) if split else (corpus, None)
+    its = f"{iterations} iterations" if iterations is not None else "default iterations"
+    print(f"fitting {type(model).__name__} with {topics} topics, {its}, seed {args.random_state} on {train.n_docs} "
+          f"documents ...", flush=True)
+    t_fit = time.perf_counter()
+    try:
+        _fit_model(model, train, args)
+    except ValueError as e:
+        raise _with_option(e) from None
+    t_fit = time.perf_counter() - t_fit
+    print(f"fitted in {t_fit:.1f} s", flush=True)
+
+    steps = Steps(None)
+    _save(model, args.out, steps)  # first: nothing after this can lose the model
+    s = steps.summary
+    s.update(command="fit", corpus=args.corpus or f"bars ({args.docs} documents)", model=type(model).__name__,
+             topics=topics, iterations=iterations, seed=args.random_state, train_docs=train.n_docs,
+             fit_seconds=t_fit)
+    phi = np.asarray(model.phi_)
+    if bundled:
+        steps.run("topic pictures", lambda: _bars_report(phi, true_phi, steps))
+    else:
+        print("top words:")
+        steps.run("top words", lambda: print_topics(phi, train.vocab, args.top))
+    theta = steps.run("training Θ", lambda: _theta(model, train))
+    if theta is not None:
+        def train_scores():
+            s["perplexity_train"] = metrics.perplexity(phi, theta, train)
+            print(f"perplexity (training, ARTM eq. 56): {s['perplexity_train']:.3f}")
+            s["sparsity_phi"] = metrics.sparsity(phi, threshold=1e-8)
+            s["sparsity_theta"] = metrics.sparsity(theta, threshold=1e-8)
+            print(f"sparsity: Phi {s['sparsity_phi']:.3f}, Theta {s['sparsity_theta']:.3f}")
+
+        steps.run("training perplexity", train_scores)
+    if test is not None:
+        def heldout():
+            ppl, used, skipped = completion_perplexity(phi, test, args.random_state)
+            s.update(perplexity_heldout=ppl, heldout_docs=used, heldout_skipped=skipped)
+            note = f"; {skipped} with fewer than 2 tokens skipped" if skipped else ""
+            print(f"hold-out perplexity (document completion on {used} test documents{note}): {ppl:.3f}")
+
+        steps.run("hold-out perplexity", heldout)
+    else:
+        print("hold-out perplexity: not measured (fewer than 20 documents, or --heldout 0)")
+    if not bundled:
+        def coherence():
+            s["coherence_npmi"] = float(np.nanmean(metrics.coherence(phi, train, k=10, measure="npmi")))
+            print(f"coherence (NPMI of document co-occurrence, top-10, mean over topics): {s['coherence_npmi']:.4f}")
+
+        steps.run("coherence", coherence)
+    if args.out:
+        steps.run("summary file", lambda: _write_summary(args.out, s))
+    print(f"total time {time.perf_counter() - t0:.1f} s")
+    return 1 if steps.failed else 0
+
+
+# ----------------------------------------------------------------------------- select-order
+def cmd_select_order(args) -> int:
+    from topicjax.ptm import select_order
+
+    check_seed(args.random_state)
+    corpus = read_corpus_args(args, args.corpus)
+    print(f"corpus {args.corpus}: {corpus!r}")
+    params = {"progress": not args.quiet}
+    if args.max_iter is not None:
+        params["max_iter"] = args.max_iter
+    if args.tol is not None:
+        params["tol"] = args.tol
+    print(f"PTM order selection ({args.bic} BIC): orders {args.max_topics} down to {args.min_topics} by {args.step}",
+          flush=True)
+    rows = []
+
+    def report(order, model, seconds):
+        rows.append((order, model.bic_, seconds))
+        print(f"  M = {order:4d}   BIC = {model.bic_:.6g}   ({seconds:.1f} s)", flush=True)
+
+    try:
+        result = select_order(corpus, args.max_topics, args.min_topics, args.step, bic=args.bic,
+                              random_state=args.random_state, keep_models=False, callback=report, **params)
+    except ValueError as e:
+        raise _with_option(e) from None
+    best = result.best_model
+    print(f"best order: M = {result.best_order} (BIC {best.bic_:.6g})")
+    steps = Steps(None)
+    _save(best, args.out, steps)
+    if args.out:
+        curve = {"bic": args.bic, "orders": result.orders, "bics": result.bics, "seconds": result.seconds,
+                 "best_order": result.best_order, "corpus": args.corpus}
+        steps.run("BIC curve file", lambda: (Path(args.out) / ORDER_FILE).write_text(json.dumps(curve, indent=1)))
+    print("top words of the best model:")
+    steps.run("top words", lambda: print_topics(best.phi_, corpus.vocab, args.top))
+    return 1 if steps.failed else 0
+
+
+# ------------------------------------------------------------------------------ saved models
+def cmd_topics(args) -> int:
+    model = load_model(args.model_dir)
+    phi = np.asarray(model.phi_)
+    print(f"{type(model).__name__} with {phi.shape[1]} topics from {args.model_dir}", flush=True)
+    print_topics(phi, model.vocab_, args.n)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    model = load_model(args.model_dir)
+    if args.seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {args.seed}")
+    corpus = read_corpus_args(args, args.corpus, min_df=1)
+    n_tokens, n_docs = corpus.n_tokens, corpus.n_docs
+    if corpus.vocab != tuple(model.vocab_):
+        corpus = corpus.with_vocab(model.vocab_, empty_docs="drop")
+        if corpus.n_docs == 0:
+            raise ValueError(f"{args.corpus}: no document shares words with the model's vocabulary")
+    phi = np.asarray(model.phi_)
+    print(f"{type(model).__name__} from {args.model_dir} on {args.corpus} ({n_docs} documents)")
+    oov = n_tokens - corpus.n_tokens  # tokens of words outside the model's vocabulary, dropped
+    print(f"out-of-vocabulary tokens dropped: {oov} of {n_tokens} ({100.0 * oov / n_tokens:.2f}%); "
+          f"documents left without a known word: {n_docs - corpus.n_docs}", flush=True)
+    ppl, used, skipped = completion_perplexity(phi, corpus, args.seed)
+    note = f"; {skipped} with fewer than 2 known tokens skipped" if skipped else ""
+    print(f"hold-out perplexity (document completion on {used} documents{note}): {ppl:.3f}")
+    for measure in ("pmi", "npmi", "umass"):
+        value = np.nanmean(metrics.coherence(phi, corpus, k=10, measure=measure))
+        print(f"coherence {measure} top-10 (document co-occurrence, mean over topics): {value:.4f}")
+    return 0
+
+

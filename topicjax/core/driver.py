@@ -1,0 +1,310 @@
+"""One driver for every iterative fit, and one batch driver for many fits.
+
+An algorithm is an :class:`Algorithm`: module-level pure functions (hashable, so compiled programs
+are cached on them) over an immutable state ``S``, arguments ``args`` (data, regularizers,
+coefficients: traced) and a hashable ``static`` configuration:
+
+* ``step(S, args, static) -> S``;
+* ``objective(S, args, static) -> m``: what the stopping rule watches (a scalar, or any pytree with a
+  ``value(m) -> scalar`` and a ``converged(m_prev, m_new, tol) -> bool`` of its own: PTM's BIC is
+  a double-float with exact differences);
+* ``record(S, args, static) -> dict``: per-iteration history fields computed on the device;
+* ``health(S, static) -> (finite, present)``: False ``finite`` stops with non-finite values,
+  False ``present`` with a collapse (every topic or every document removed).
+
+:func:`run` runs the algorithm to its stopping rule -- ``max_iter`` iterations, or
+``|Δm| <= tol · max(|m|, 1e-30)`` between two iterations (maximised by default, minimised with
+``Algorithm.minimize``) -- in *blocks* of iterations compiled into one ``lax.while_loop`` each,
+so the host fetches the history once per block instead of once per iteration (the estimator
+costs what the compiled step costs).  A failing iteration is not applied: the fit ends with
+:class:`~topicjax.core.errors.NumericalError` carrying the last good state.  Host hooks, when
+given, run between iterations: ``before(iteration, history) -> args`` (schedules of the score
+history, the next batch of a stream) makes blocks of one iteration; ``after(iteration, state) ->
+dict`` (scores computed on the host) runs every ``after_every`` iterations and after the last.
+
+:func:`run_many` runs a batch of fits (leading axis of the states and of the arguments marked
+``batched``) in one compiled call, each exactly as :func:`run_fixed` would run it alone:
+``mode="sequential"`` (one model after the other), ``"vmap"`` (``batch_size`` models side by
+side), ``"devices"`` (the models spread over the devices of a mesh, each device running its share
+one after the other) or ``"threads"`` (groups of models in host threads, each a compiled call).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.core.errors import NumericalError
+
+__all__ = ["Algorithm", "run", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE", "MODES",
+           "default_mode", "BLOCK", "flatten_records"]
+
+RUNNING, CONVERGED, NONFINITE, COLLAPSE = 0, 1, 2, 3
+#: Iterations per compiled block of :func:`run` (when no host hook needs every iteration).
+BLOCK = 16
+MODES = ("sequential", "vmap", "devices", "threads")
+
+
+class Algorithm(NamedTuple):
+    """A pure iterative algorithm for the drivers (see the module docstring)."""
+
+    step: Callable
+    objective: Callable
+    record: Callable | None = None
+    health: Callable | None = None
+    converged: Callable | None = None
+    value: Callable | None = None
+    minimize: bool = False
+
+
+def _value(algo: Algorithm, m):
+    return algo.value(m) if algo.value is not None else m
+
+
+def _relative_change(prev, new, tol):
+    return jnp.abs(new - prev) <= tol * jnp.maximum(jnp.abs(new), 1e-30)
+
+
+def _block_impl(algo: Algorithm, static, size: int, state, args, prev, has_prev, n_todo, tol):
+    """Up to ``n_todo <= size`` iterations in one ``while_loop``; returns
+    ``(state, measure, has_prev, n_done, status, records)``."""
+    rec_shape = jax.eval_shape(lambda s: algo.record(s, args, static), state) if algo.record else {}
+    bufs = jax.tree.map(lambda x: jnp.zeros((size,) + x.shape, x.dtype), rec_shape)
+    v_shape = jax.eval_shape(lambda s: _value(algo, algo.objective(s, args, static)), state)
+    obj_buf = jnp.zeros((size,), v_shape.dtype)
+    converged = algo.converged or _relative_change
+    tol = jnp.asarray(tol, jnp.float32)
+
+    def cond(c):
+        return (c[1] < n_todo) & (c[4] == RUNNING)
+
+    def body(c):
+        s, i, prev, has_prev, status, bufs, obj_buf = c
+        new = algo.step(s, args, static)
+        m = algo.objective(new, args, static)
+        v = _value(algo, m)
+        if algo.health is not None:
+            finite, present = algo.health(new, static)
+        else:
+            finite, present = jnp.array(True), jnp.array(True)
+        finite = finite & jnp.isfinite(v)
+        ok = finite & present
+        conv = has_prev & (tol > 0) & converged(prev, m, tol)
+        if algo.record is not None:
+            rec = algo.record(new, args, static)
+            bufs = jax.tree.map(lambda b, r: b.at[i].set(r), bufs, rec)
+        obj_buf = obj_buf.at[i].set(v)
+        s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s)
+        prev = jax.tree.map(lambda a, b: jnp.where(ok, a, b), m, prev)
+        status = jnp.where(~finite, NONFINITE, jnp.where(~present, COLLAPSE, jnp.where(conv, CONVERGED, RUNNING)))
+        return s, i + ok.astype(jnp.int32), prev, has_prev | ok, status.astype(jnp.int32), bufs, obj_buf
+
+    carry = (state, jnp.zeros((), jnp.int32), prev, jnp.asarray(has_prev), jnp.asarray(RUNNING, jnp.int32), bufs,
+             obj_buf)
+    state, n, prev, has_prev, status, bufs, obj_buf = jax.lax.while_loop(cond, body, carry)
+    return state, prev, has_prev, n, status, {"objective": obj_buf, **bufs}
+
+
+_block = jax.jit(_block_impl, static_argnames=("algo", "static", "size"))
+
+
+def _initial_measure(algo, static, state, args):
+    return algo.objective(state, args, static)
+
+
+_initial = jax.jit(_initial_measure, static_argnames=("algo", "static"))
+
+
+def _to_python(x):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x.item()
+    return x
+
+
+def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0, progress: bool = True,
+        desc: str = "fit", before: Callable | None = None, after: Callable | None = None, after_every: int = 1,
+        explain: Callable | None = None, block: int | None = None):
+    """Run ``algo`` from ``state`` to its stopping rule (see the module docstring).
+
+    Returns ``(state, history)``: history is a list of dicts, one per iteration, with
+    ``iteration``, ``objective``, ``seconds`` (wall time of the iteration; a block's time spread
+    over its iterations, the first including compilation) and the fields of ``algo.record``
+    (scalars as Python numbers, arrays as numpy) and of ``after``.  ``explain(state, args,
+    iteration, reason) -> str`` adds the culprit to the error of a failing iteration.
+    """
+    from tqdm.auto import tqdm
+
+    max_iter = int(max_iter)
+    # one block size whatever max_iter is (the iterations of a block are a traced count), so a
+    # refit with another max_iter reuses the compiled program
+    size = 1 if before is not None else int(block or BLOCK)
+    every = max(int(after_every), 1)
+    history: list[dict] = []
+    prev = _initial(algo, static, state, args)
+    has_prev = False
+    done = 0
+    bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
+    try:
+        while done < max_iter:
+            if before is not None:
+                args = before(done + 1, history)
+            todo = min(size, max_iter - done)
+            if after is not None:  # end blocks where host scores are due
+                todo = min(todo, every - done % every)
+            t0 = time.perf_counter()
+            new_state, prev, has_prev, n, status, recs = _block(algo, static, size, state, args, prev, has_prev,
+                                                                 todo, tol)
+            n, status = int(n), int(status)
+            recs = jax.tree.map(np.asarray, recs)
+            per = (time.perf_counter() - t0) / max(n + (status >= NONFINITE), 1)
+            for j in range(n):
+                rec = {"iteration": done + j + 1, **{k: _to_python(v[j]) for k, v in flatten_records(recs).items()},
+                       "seconds": per}
+                history.append(rec)
+            done += n
+            state = new_state
+            bar.update(n)
+            if history:
+                bar.set_postfix(objective=f"{history[-1]['objective']:.6g}")
+            if status in (NONFINITE, COLLAPSE):
+                reason = "nonfinite" if status == NONFINITE else "collapse"
+                what = ("non-finite values" if reason == "nonfinite"
+                        else "a collapse (every topic or every document would be removed)")
+                culprit = explain(state, args, done + 1, reason) if explain is not None else None
+                msg = f"{desc}: iteration {done + 1} produced {what}"
+                if culprit:
+                    msg += f"; {culprit}"
+                msg += "; the last good state is kept in this error's .state"
+                raise NumericalError(msg, iteration=done + 1, reason=reason, blame=culprit, state=state)
+            last = status == CONVERGED or done >= max_iter
+            if after is not None and history and (done % every == 0 or last):
+                history[-1].update(after(done, state) or {})
+            if status == CONVERGED:
+                break
+    finally:
+        bar.close()
+    return state, history
+
+
+def flatten_records(recs: dict) -> dict:
+    """Nested record dicts flattened to ``"outer/inner"`` keys."""
+    out = {}
+    for k, v in recs.items():
+        if isinstance(v, dict):
+            for k2, v2 in flatten_records(v).items():
+                out[f"{k}/{k2}"] = v2
+        else:
+            out[k] = v
+    return out
+
+
+# ----------------------------------------------------------------------------- batches
+def _fixed_impl(algo, static, max_iter, state, args, tol):
+    prev = algo.objective(state, args, static)
+    state, _, _, n, status, recs = _block_impl(algo, static, max_iter, state, args, prev, False, max_iter, tol)
+    return state, recs, n, status
+
+
+def run_fixed(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0):
+    """One whole fit compiled: ``(state, records (max_iter rows), n_iter, status)``, the pure
+    function that :func:`run_many` maps over models (and that ``jax.grad`` can differentiate)."""
+    return _fixed_jit(algo, static, int(max_iter), state, args, tol)
+
+
+_fixed_jit = jax.jit(_fixed_impl, static_argnames=("algo", "static", "max_iter"))
+
+
+def default_mode() -> str:
+    """``"vmap"`` on accelerators, ``"devices"`` with several local CPU devices, else
+    ``"sequential"`` (on one CPU device a model's step is bound by memory traffic that batching
+    does not share, experiments/results/bench_grid_cpu.md)."""
+    if jax.default_backend() != "cpu":
+        return "vmap"
+    return "devices" if len(jax.local_devices()) > 1 else "sequential"
+
+
+def _many_impl(algo, static, max_iter, mode, batch_size, batched, n_dev, states, args, tol):
+    args_b = tuple(a for a, b in zip(args, batched) if b)
+    args_s = tuple(a for a, b in zip(args, batched) if not b)
+
+    def run_models(s, ab, a_s):
+        def one(x):
+            it_b, it_s = iter(x[1]), iter(a_s)
+            merged = tuple(next(it_b) if b else next(it_s) for b in batched)
+            return _fixed_impl(algo, static, max_iter, x[0], merged, tol)
+
+        return jax.lax.map(one, (s, ab), batch_size=None if batch_size <= 1 else batch_size)
+
+    if mode == "devices":
+        from jax.sharding import Mesh
+        from jax.sharding import PartitionSpec as P
+
+        mesh = Mesh(np.array(jax.local_devices()[:n_dev]), ("models",))
+        sharded = jax.tree.map(lambda _: P("models"), (states, args_b))
+        f = jax.shard_map(run_models, mesh=mesh, in_specs=(*sharded, jax.tree.map(lambda _: P(), args_s)),
+                          out_specs=P("models"), check_vma=False)
+        return f(states, args_b, args_s)
+    return run_models(states, args_b, args_s)
+
+
+_many_jit = jax.jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "batch_size", "batched", "n_dev"))
+
+
+def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, max_iter: int, tol: float = 0.0,
+             mode: str | None = None, batch_size: int | None = None, workers: int | None = None):
+    """Run the fits of a batch (leading axis ``G`` of ``states`` and of every element of the
+    tuple ``args`` whose flag in ``batched`` is True) in one compiled call per device or thread.
+
+    Returns ``(states, records, n_iter, status)`` stacked over the models; model ``g`` equals
+    :func:`run_fixed` on its own state and arguments (up to float round-off under ``"vmap"``).
+    ``mode``: see the module docstring (default :func:`default_mode`); ``batch_size``: models
+    side by side under ``"vmap"`` (default all); ``workers``: threads under ``"threads"``
+    (default: the number of CPU cores).
+    """
+    mode = mode or default_mode()
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    batched = tuple(bool(b) for b in batched)
+    if len(batched) != len(args):
+        raise ValueError(f"batched has {len(batched)} flags for {len(args)} arguments")
+    G = int(jax.tree.leaves(states)[0].shape[0])
+    max_iter = int(max_iter)
+    if mode == "threads":
+        import os
+
+        workers = max(1, min(int(workers or len(os.sched_getaffinity(0))), G))
+        bounds = np.linspace(0, G, workers + 1).astype(int)
+
+        def chunk(k):
+            sl = slice(bounds[k], bounds[k + 1])
+            take = lambda a: a[sl]  # noqa: E731
+            s_k = jax.tree.map(take, states)
+            a_k = tuple(jax.tree.map(take, a) if b else a for a, b in zip(args, batched))
+            return _many_jit(algo, static, max_iter, "sequential", 1, batched, 1, s_k, a_k, tol)
+
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(chunk, range(workers)))
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+    n_dev = 1
+    if mode == "devices":
+        n_dev = len(jax.local_devices())
+        pad = (-G) % n_dev
+        if pad:  # repeat the last model to fill every device; the copies are dropped below
+            rep = lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)])  # noqa: E731
+            states = jax.tree.map(rep, states)
+            args = tuple(jax.tree.map(rep, a) if b else a for a, b in zip(args, batched))
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or batch_size < 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    bs = G if batch_size is None else min(int(batch_size), G)
+    if mode == "sequential":
+        bs = 1
+    out = _many_jit(algo, static, max_iter, mode, bs, batched, n_dev, states, args, tol)
+    return jax.tree.map(lambda a: a[:G], out)
+

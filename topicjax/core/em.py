@@ -1,0 +1,293 @@
+"""The EM family's state and step: PLSA, ARTM, BigARTM's offline pass, sharded fits.
+
+One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) -> EMState`` pair:
+
+* the E-step is :func:`topicjax.core.estep.log_likelihood` over ``data`` (the local sliced layout,
+  or a layout that brings its own E-step, such as the sharded one of
+  :mod:`topicjax.scale.distributed`);
+* the M-step is :func:`topicjax.core.mstep.m_step` (``normalize((x ⊙ ∇(L + R))₊)``, one
+  ``jax.value_and_grad``) with ``reg`` a :class:`~topicjax.regularizers.Regularizer` whose
+  coefficients are evaluated at the iteration (traced) and whose data comes from the state
+  (``state.params``: regularizers may re-estimate it after every pass with their ``update``);
+* over-regularized topics and documents (ARTM Notes 1-2): after each M-step a topic whose column
+  is all zeros (or whose θ row is zero in every remaining document) and a document whose θ_d is
+  all zeros are flagged (``dead_topics``, ``dead_docs``); with ``cfg.remove`` they are taken out
+  of the model for the rest of the fit (masks ``topic_alive``, ``doc_alive``: shapes never
+  change, nothing recompiles; a removed document's tokens no longer count);
+* ``cfg.n_segments > 1``: one distribution per modality (block of rows of Φ, ``aux.segments``);
+* ``cfg.doc_passes = k >= 1``: BigARTM's offline pass: Θ restarts from uniform, ``k - 1``
+  iterations of eq. 16 with Φ fixed (half an E-step each), then the full regularized step.
+
+:data:`ALGORITHM` packages the step for the drivers of :mod:`topicjax.core.driver` (stopping
+rule on the log-likelihood, per-iteration records on the device, non-finite and collapse checks).
+
+>>> import jax, topicjax as tj
+>>> from topicjax.core import em, layout
+>>> from topicjax.regularizers import as_regularizer
+>>> corpus, _ = tj.datasets.make_bars(n_docs=50, seed=0)
+>>> data = layout.prepare(corpus)
+>>> reg = as_regularizer(None)
+>>> state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10, reg=reg)
+>>> state = jax.jit(em.step)(state, data, reg)
+>>> bool(abs(state.phi.sum(0) - 1).max() < 1e-5)
+True
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from topicjax.core import estep, mstep
+from topicjax.core.driver import Algorithm
+from topicjax.core.layout import reweight_docs
+
+__all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "step", "make_step", "infer_theta",
+           "health", "ALGORITHM"]
+
+
+class EMConfig(NamedTuple):
+    """Static settings of :func:`step` (hashable: part of the compiled program)."""
+
+    update_phi: bool = True
+    remove: bool = True
+    mask_topics: bool = False
+    n_segments: int = 1
+    doc_passes: int = 0
+
+
+class EMAux(NamedTuple):
+    """Arrays of the model structure (traced): the modality of each row of Φ, which modalities
+    count (weight > 0) and which topics are background topics."""
+
+    segments: Int[Array, " W"] | None = None
+    active: Bool[Array, " M"] | None = None
+    background: Bool[Array, " T"] | None = None
+
+
+class EMState(NamedTuple):
+    """State of regularized EM.
+
+    ``loglik`` is L(Φ, Θ) of the parameters *before* the last step (a by-product of its E-step,
+    summed with compensation so that it is accurate to float64 level even in float32); ``reg``
+    the regularizer's value Σ τ R at the same point; ``params`` the regularizers' data (one
+    pytree per term); ``topic_alive``/``doc_alive`` the masks of topics and documents still in the
+    model; ``dead_topics``/``dead_docs`` those the last M-step found over-regularized.
+    """
+
+    phi: Float[Array, "W T"]
+    theta: Float[Array, "T D"]
+    loglik: Float[Array, ""]
+    reg: Float[Array, ""]
+    iteration: Int[Array, ""]
+    params: tuple
+    topic_alive: Float[Array, " T"]
+    doc_alive: Float[Array, " D"]
+    dead_topics: Bool[Array, " T"]
+    dead_docs: Bool[Array, " D"]
+    finite: Bool[Array, ""] = True
+
+
+def init(key, n_words: int, n_docs: int, n_topics: int, *, reg=None, dtype=jnp.float32, aux: EMAux | None = None,
+         n_segments: int = 1) -> EMState:
+    """Random initial Φ (entries uniform in [0.05, 1], columns normalised, per modality with
+    ``n_segments > 1``) and uniform Θ (BigARTM's default; random Φ breaks the topic symmetry).
+    The result depends on ``key`` only (bits can differ between CPU and GPU)."""
+    phi = jax.random.uniform(key, (n_words, n_topics), dtype=dtype, minval=0.05, maxval=1.0)
+    segments = None if aux is None else aux.segments
+    phi = mstep.normalize_columns(phi, segments, n_segments)
+    theta = jnp.full((n_topics, n_docs), 1.0 / n_topics, dtype=dtype)
+    z = jnp.zeros((), dtype)
+    params = () if reg is None else reg.params
+    return EMState(phi, theta, z, z, jnp.zeros((), jnp.int32), params, jnp.ones(n_topics, dtype),
+                   jnp.ones(n_docs, dtype), jnp.zeros(n_topics, bool), jnp.zeros(n_docs, bool), jnp.array(True))
+
+
+def pad_topics(state: EMState, n_topics: int) -> EMState:
+    """``state`` with masked topics appended up to ``n_topics`` (zero columns of Φ, zero rows of
+    Θ, ``topic_alive`` 0): the model of ``state``'s own number of topics inside a larger shape,
+    so that models with different numbers of topics share one compiled program."""
+    pad = n_topics - state.phi.shape[-1]
+    if pad < 0:
+        raise ValueError(f"cannot pad {state.phi.shape[-1]} topics to {n_topics}")
+    if pad == 0:
+        return state
+    return state._replace(phi=jnp.pad(state.phi, ((0, 0), (0, pad))), theta=jnp.pad(state.theta, ((0, pad), (0, 0))),
+                          topic_alive=jnp.pad(state.topic_alive, (0, pad)), dead_topics=jnp.pad(state.dead_topics, (0, pad)))
+
+
+def _mask_theta(theta, alive_t, alive_d):
+    # normalize(normalize(a) * m) = normalize(a * m): masking after the M-step's normalisation
+    # gives the Θ of a model without those topics
+    return mstep.normalize_columns(theta * alive_t[:, None]) * alive_d[None, :]
+
+
+def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EMConfig()) -> EMState:
+    """One regularized EM iteration (ARTM eq. 14-16) with the bookkeeping of Notes 1-2."""
+    aux = EMAux() if aux is None else aux
+    it = state.iteration + 1
+    alive_t, alive_d = state.topic_alive, state.doc_alive
+    if cfg.remove:  # removed documents (Note 2) contribute no counts
+        data = reweight_docs(data, alive_d)
+    params = state.params
+    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, params, it))
+    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, params, it, keep_one=True))
+    masking = cfg.remove or cfg.mask_topics
+    theta = state.theta
+    if cfg.doc_passes:
+        theta = jnp.broadcast_to((alive_t / alive_t.sum())[:, None], theta.shape).astype(theta.dtype)
+
+        def inner(_, th):
+            a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), state.phi, th,
+                                         penalty, update_phi=False, keep=keep)[3]
+            th = mstep.normalize_columns(a)
+            return _mask_theta(th, alive_t, alive_d) if masking else th
+
+        theta = jax.lax.fori_loop(0, cfg.doc_passes - 1, inner, theta)
+    loglik = estep.log_likelihood if cfg.update_phi else estep.log_likelihood_theta
+    ll, r, phi, theta, finite = mstep.m_step(lambda p, t: loglik(p, t, data), state.phi, theta, penalty,
+                                             update_phi=cfg.update_phi, segments=aux.segments,
+                                             n_segments=cfg.n_segments, keep=keep)
+    T = phi.shape[1]
+    if cfg.update_phi:
+        if cfg.n_segments > 1:
+            s = jax.ops.segment_sum(phi, aux.segments, num_segments=cfg.n_segments)
+            dead_t = jnp.any((s <= 0) & aux.active[:, None], axis=0)
+        else:
+            dead_t = phi.sum(0) <= 0
+    else:
+        dead_t = jnp.zeros(T, bool)
+    # A topic is also out of the model when no remaining document uses it any more (after topic
+    # selection, say): its θ row is zero although its φ column is still defined.
+    unused = jnp.all((theta <= 0) | (alive_d[None, :] <= 0), axis=1)
+    dead_t = (dead_t | unused) & (alive_t > 0)
+    dead_d = (theta.sum(0) <= 0) & (alive_d > 0)
+    if masking:
+        if cfg.remove:
+            alive_t = alive_t * (~dead_t).astype(alive_t.dtype)
+            alive_d = alive_d * (~dead_d).astype(alive_d.dtype)
+        # masked topics get no mass: a smoothing term would otherwise give them some
+        if cfg.update_phi:
+            phi = phi * alive_t[None, :]
+        theta = _mask_theta(theta, alive_t, alive_d)
+    params = tuple(t.update(phi, theta, p, t.coef(it)) if t.update is not None else p
+                   for t, p in zip(reg.terms, params))
+    return EMState(phi, theta, ll, r, it, params, alive_t, alive_d, dead_t, dead_d, finite)
+
+
+def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit: bool = True):
+    """``step(state, data, aux=None) -> state``: :func:`step` with ``regularizers`` (anything
+    :func:`topicjax.regularizers.as_regularizer` accepts: a plain ``R(phi, theta)``, pool members,
+    ``(R, tau)`` pairs) for hand-written loops, benchmarks and notebooks.  Pool members that need a
+    model are bound to one built from the shapes of Φ and Θ; a state from :func:`init` without
+    regularizer data uses the regularizer's own.  By default over-regularized topics and documents
+    are kept (``cfg=EMConfig(remove=True)`` removes them).  The estimators use :func:`step`.
+
+    >>> import jax, jax.numpy as jnp, topicjax as tj
+    >>> from topicjax.core import em, layout
+    >>> corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    >>> def decor(phi, theta):
+    ...     s = phi.sum(1)
+    ...     return -(jnp.sum(s * s) - jnp.sum(phi * phi))
+    >>> state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 5)
+    >>> state = em.make_step((decor, 10.0))(state, layout.prepare(corpus))
+    >>> state.phi.shape
+    (25, 5)
+    """
+    from topicjax.regularizers import Context, as_regularizer
+
+    reg0 = as_regularizer(regularizers)
+
+    def one(state: EMState, data, aux: EMAux | None = None) -> EMState:
+        reg = reg0
+        if not all(t.bound for t in reg.terms):
+            W, T = state.phi.shape
+            reg = reg.bind(Context(n_words=W, n_topics=T, n_docs=state.theta.shape[1]))
+        reg = reg.cast(state.phi.dtype)
+        if len(state.params) != len(reg.terms):
+            state = state._replace(params=reg.params)
+        return step(state, data, reg, aux, cfg)
+
+    return jax.jit(one) if jit else one
+
+
+def health(state: EMState, update_phi: bool = True):
+    """``(finite, present)`` on the device: every value finite (the counts of the last M-step
+    too), and at least one topic (a non-zero column of Φ used by some document) and one document
+    (a non-zero θ_d) left."""
+    finite = (jnp.isfinite(state.phi).all() & jnp.isfinite(state.theta).all() & jnp.isfinite(state.loglik)
+              & jnp.asarray(state.finite))
+    used = state.theta.sum(1) > 0
+    if update_phi:
+        used = used & (state.phi.sum(0) > 0)
+    present = jnp.any(used) & jnp.any(state.theta.sum(0) > 0)
+    return finite, present
+
+
+def infer_theta(phi, data, n_docs: int, reg, *, n_iter: int = 30, params=None, topic_alive=None, aux: EMAux | None = None,
+                cfg: EMConfig = EMConfig(update_phi=False, remove=False)):
+    """Θ of (new) documents with Φ fixed: ``n_iter`` iterations of eq. 16 from uniform Θ over
+    the topics alive in the model (``topic_alive``), with the Θ-terms of ``reg``."""
+    return _infer_jit(phi, data, n_docs, reg, n_iter, params, topic_alive, aux, cfg)
+
+
+def _infer(phi, data, n_docs, reg, n_iter, params, topic_alive, aux, cfg):
+    T = phi.shape[1]
+    alive = jnp.ones(T, phi.dtype) if topic_alive is None else jnp.asarray(topic_alive, phi.dtype)
+    theta0 = jnp.broadcast_to((alive / alive.sum())[:, None], (T, n_docs)).astype(phi.dtype)
+    z = jnp.zeros((), phi.dtype)
+    state = EMState(phi, theta0, z, z, jnp.zeros((), jnp.int32), reg.params if params is None else params, alive,
+                    jnp.ones(n_docs, phi.dtype), jnp.zeros(T, bool), jnp.zeros(n_docs, bool), jnp.array(True))
+    cfg = cfg._replace(update_phi=False, mask_topics=topic_alive is not None or cfg.mask_topics)
+    state, _ = jax.lax.scan(lambda s, _: (step(s, data, reg, aux, cfg), None), state, None, length=n_iter)
+    return state.theta
+
+
+_infer_jit = jax.jit(_infer, static_argnames=("n_docs", "n_iter", "cfg"))
+
+
+# ----------------------------------------------------------------------------- for the drivers
+class EMStatic(NamedTuple):
+    """Static part of a fit for the drivers: the step's config, device score functions
+    ``f(phi, theta, specific_mask) -> dict`` recorded every iteration, and the number of word
+    rows of Φ (the rows after them are class rows, ARTM Theorem 3)."""
+
+    cfg: EMConfig = EMConfig()
+    device_scores: tuple = ()
+    n_word_rows: int | None = None
+
+
+def _algo_step(state, args, static: EMStatic):
+    data, reg, aux = args
+    return step(state, data, reg, aux, static.cfg)
+
+
+def _algo_objective(state, args, static):
+    return state.loglik
+
+
+def _algo_record(state, args, static: EMStatic):
+    _, reg, aux = args
+    rec = {"objective": state.loglik, "regularizer": state.reg, "dead_topics": state.dead_topics,
+           "dead_docs": state.dead_docs.sum()}
+    if reg.terms:  # no zero-size leaves: lax.map cannot reshape them when it batches models
+        rec["coefs"] = reg.coef_values(state.iteration)
+    if static.device_scores:
+        phi = state.phi if static.n_word_rows is None else state.phi[: static.n_word_rows]
+        specific = state.topic_alive > 0
+        if aux is not None and aux.background is not None:
+            specific = specific & ~aux.background
+        for f in static.device_scores:
+            rec.update(f(phi, state.theta, specific))
+    return rec
+
+
+def _algo_health(state, static: EMStatic):
+    return health(state, static.cfg.update_phi)
+
+
+#: Regularized EM for the drivers: ``args = (data, reg, aux)``, static :class:`EMStatic`.
+ALGORITHM = Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)

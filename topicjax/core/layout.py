@@ -1,0 +1,129 @@
+"""Device layouts of a corpus for the EM family: the padded *sliced* layout of the E-step.
+
+:func:`prepare` turns a :class:`~topicjax.data.Corpus` into :class:`DocWordCounts`, the non-zero
+counts padded into ``(n_chunks, chunk)`` blocks, every document's distinct words cut into pieces
+of :data:`PIECE` slots (see the class docstring).  Nothing of size D x W is ever built.
+
+>>> import topicjax as tj
+>>> from topicjax.core import layout
+>>> corpus, _ = tj.datasets.make_bars(n_docs=50, seed=0)
+>>> data = layout.prepare(corpus)
+>>> float(data.count.sum()) == corpus.n_tokens
+True
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "DEFAULT_CHUNK", "ACCEL_CHUNK", "PIECE"]
+
+#: Default number of slots (non-zeros plus padding) per stored chunk.  The E-step re-blocks the
+#: chunks to a size that suits the number of topics and the backend (see :func:`expected_counts`).
+DEFAULT_CHUNK = 16384
+#: Default chunk on accelerators (GPU/TPU), where a block is a whole chunk and larger blocks
+#: amortise kernel launches: on an H100, KOS at T = 100 takes 0.53 ms per step with 65536-slot
+#: chunks against 0.75 ms with 16384 (experiments/results/bench_grid_gpu.md).
+ACCEL_CHUNK = 65536
+#: Width of a document piece: :func:`prepare` cuts every document's list of distinct words into
+#: pieces of this many slots (the last piece of a document is padded with zero counts).
+PIECE = 16
+
+class DocWordCounts(NamedTuple):
+    """Non-zero counts of a corpus on the device, padded into ``(n_chunks, chunk)`` blocks.
+
+    Entries are sorted by document (the corpus order).  :func:`prepare` stores them in a *sliced*
+    layout: every document's distinct words are cut into pieces of ``chunk // K`` slots (``K`` =
+    ``piece_doc.shape[1]`` pieces per chunk, :data:`PIECE` = 16 slots by default); each chunk is
+    ``K`` whole pieces, and ``piece_doc[c, k]`` is the document of piece ``k`` of chunk ``c``.
+    Padding slots (the tail of a document's last piece, and whole pieces that fill the last
+    chunk) have count 0, word id 0 and the document id of their piece, so they contribute
+    nothing and the document ids stay sorted.
+
+    ``piece_doc`` may be ``None`` (a hand-built ``DocWordCounts(doc, word, count)`` in any order,
+    with padding of count 0): :func:`expected_counts` then uses its unsliced kernel.  Code that
+    only rescales counts, like ``data._replace(count=data.count * mask[data.doc])``, keeps the
+    layout valid.
+    """
+
+    doc: Int[Array, "C B"]
+    word: Int[Array, "C B"]
+    count: Float[Array, "C B"]
+    piece_doc: Int[Array, "C K"] | None = None
+
+
+def prepare(corpus, chunk: int | None = None, dtype=jnp.float32) -> DocWordCounts:
+    """Move a corpus's non-zeros to the device in the sliced layout of :class:`DocWordCounts`.
+
+    ``chunk`` is the number of slots per stored chunk (default :data:`DEFAULT_CHUNK` on CPU,
+    :data:`ACCEL_CHUNK` on accelerators, or fewer for a small corpus), rounded up to a whole
+    number of pieces.  It bounds the memory of one E-step block; the E-step itself may work on a
+    divisor of it (see :func:`expected_counts`).  A ``chunk`` below :data:`PIECE` also narrows the pieces to ``chunk`` slots.
+    """
+    nnz = corpus.nnz
+    if nnz == 0:
+        raise ValueError("the corpus has no tokens")
+    if chunk is not None and int(chunk) < 1:
+        raise ValueError(f"chunk must be a positive number of non-zeros, got {chunk}")
+    width = PIECE if chunk is None else min(PIECE, int(chunk))
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    n_pieces = int((-(-np.diff(offsets) // width)).sum())
+    if chunk is None:
+        default = DEFAULT_CHUNK if jax.default_backend() == "cpu" else ACCEL_CHUNK
+        k = min(default // width, n_pieces)
+        if k > 64:  # a multiple of 64 pieces leaves power-of-two divisors for re-blocking
+            k = -(-k // 64) * 64
+    else:
+        k = -(-int(chunk) // width)
+    arrays = sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype)
+    return DocWordCounts(*(jnp.asarray(a) for a in arrays))
+
+
+def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int | None = None, dtype=np.float32):
+    """The sliced layout of :class:`DocWordCounts` as numpy arrays ``(doc, word, count, piece_doc)``.
+
+    ``offsets`` (D + 1) delimit the documents' entries in ``word_ids`` / ``counts`` (CSR);
+    pieces of ``width`` slots, ``k`` pieces per chunk, and at least ``n_chunks`` chunks (more
+    padding chunks, e.g. to give every batch of a stream one shape).  Padding slots and pieces
+    carry count 0, word 0 and the id of the last document, so ids stay sorted.
+    """
+    offsets = np.asarray(offsets, np.int64)
+    nnz = int(offsets[-1] - offsets[0])
+    D = offsets.size - 1
+    pieces_per_doc = -(-np.diff(offsets) // width)
+    n_pieces = int(pieces_per_doc.sum())
+    need = max(1, -(-n_pieces // k))
+    if n_chunks is None:
+        n_chunks = need
+    elif n_chunks < need:
+        raise ValueError(f"{n_pieces} pieces do not fit in {n_chunks} chunks of {k}")
+    total_pieces = n_chunks * k
+    piece_doc = np.repeat(np.arange(D, dtype=np.int64), pieces_per_doc)
+    last = piece_doc[-1] if n_pieces else 0
+    piece_doc = np.concatenate([piece_doc, np.full(total_pieces - n_pieces, last, np.int64)])
+    # The j-th entry of document d goes to slot (first piece of d + j // width) * width + j % width.
+    first_piece = np.cumsum(pieces_per_doc) - pieces_per_doc
+    doc_ids = np.repeat(np.arange(D, dtype=np.int64), np.diff(offsets))
+    rank = np.arange(nnz, dtype=np.int64) - (offsets[doc_ids] - offsets[0])
+    slot = (first_piece[doc_ids] + rank // width) * width + rank % width
+    n_slots = total_pieces * width
+    word = np.zeros(n_slots, np.int32)
+    word[slot] = np.asarray(word_ids)[offsets[0]:offsets[-1]]
+    count = np.zeros(n_slots, np.dtype(dtype))
+    count[slot] = np.asarray(counts)[offsets[0]:offsets[-1]]
+    doc = np.repeat(piece_doc.astype(np.int32), width)
+    return (doc.reshape(n_chunks, k * width), word.reshape(n_chunks, k * width),
+            count.reshape(n_chunks, k * width), piece_doc.astype(np.int32).reshape(n_chunks, k))
+
+
+
+def reweight_docs(data, weights):
+    """``data`` with the counts of document ``d`` multiplied by ``weights[d]`` (a removed
+    document, weight 0, then contributes nothing); works for every layout with ``doc`` and
+    ``count`` fields and ``_replace`` (:class:`DocWordCounts`, the sharded layout)."""
+    return data._replace(count=data.count * weights[data.doc].astype(data.count.dtype))

@@ -1,0 +1,162 @@
+"""THE M-step of the EM family: ``normalize((x ⊙ ∇(L + R))₊)``, written once.
+
+For the log-likelihood ``L(Φ, Θ) = Σ n_dw log Σ_t φ_wt θ_td`` the E-step counts are
+``n_wt = φ_wt ∂L/∂φ_wt`` and ``n_td = θ_td ∂L/∂θ_td`` (ARTM eq. 7-8), so the regularized M-step of
+Theorem 2 (eq. 14-16) for any differentiable regularizer R is
+
+    φ_wt ∝ (φ_wt ∂(L + R)/∂φ_wt)₊ ,      θ_td ∝ (θ_td ∂(L + R)/∂θ_td)₊ .
+
+:func:`regularized_counts` computes ``x ⊙ ∇(L + R)`` with ONE ``jax.value_and_grad`` for any
+likelihood ``L`` whose gradient gives counts -- the local E-step of :mod:`topicjax.core.estep`,
+the same summed over devices (:mod:`topicjax.scale.distributed`), or a running total of counts
+(the online algorithm, :mod:`topicjax.scale.online`) -- and :func:`normalize_columns` is the
+positive part and normalisation, per column or per block of rows (one distribution per modality).
+PLSA, ARTM, the offline, online and sharded fits all call these two functions.
+
+The clamp convention (one, everywhere): R is evaluated at Φ and Θ clamped at :data:`EPS` by a
+straight-through :func:`clamped` (value ``max(x, EPS)``, gradient of ``x``), and the gradients are
+multiplied by ``max(x, EPS)``.  So terms such as ``β Σ log φ_wt`` (smoothing, eq. 23) give their
+finite limit ``φ ∂R/∂φ = β`` at φ = 0 instead of ``0 · ∞``; the likelihood itself is
+differentiated at Φ and Θ (the E-step reads the arrays it is given, no clamped copies).
+
+How the positive part is differentiated (for gradients of a whole fit with respect to
+coefficients, :mod:`topicjax.tune`): ``max(a, 0)`` has derivative 1 where ``a > 0`` and 0
+elsewhere (JAX's convention at the kink), so an entry zeroed by sparsing has zero derivative and
+stays finite; a column with no positive entry becomes zeros (an over-regularized topic or
+document, ARTM Notes 1-2), never NaN, and its derivative is zero.
+
+>>> import jax.numpy as jnp
+>>> from topicjax.core.mstep import normalize_columns
+>>> normalize_columns(jnp.array([[1.0, -1.0], [3.0, -2.0]])).tolist()
+[[0.25, 0.0], [0.75, 0.0]]
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from topicjax.core.estep import EPS
+
+__all__ = ["EPS", "clamped", "regularized_counts", "normalize_columns", "m_step", "counts_likelihood"]
+
+
+def clamped(x):
+    """``max(x, EPS)`` in value with the gradient of ``x`` (a straight-through clamp)."""
+    return x + jax.lax.stop_gradient(jnp.maximum(x, EPS) - x)
+
+
+def _keep_best(a, b):
+    """Columns of ``a`` with no positive entry take the largest entry of ``b`` there (if positive)."""
+    lost = ~jnp.any(a > 0, axis=0) & jnp.any(b > 0, axis=0)
+    best = jnp.argmax(b, axis=0)
+    rows = jnp.arange(a.shape[0])[:, None] == best[None, :]
+    return jnp.where(lost[None, :] & rows, b, a)
+
+
+def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = None, *, update_phi: bool = True,
+                       keep: Callable | None = None):
+    """``x ⊙ ∇(L + R)`` for ``x = Φ, Θ`` with one ``jax.value_and_grad``.
+
+    ``loglik(phi, theta) -> L`` is a likelihood whose gradient gives the E-step counts (a
+    ``custom_vjp`` E-step); ``penalty(phi, theta) -> R`` the weighted regularizer (or ``None``).
+    Returns ``(L, R, A_phi, A_theta)`` with ``A_phi = n_wt + φ ∂R/∂φ`` (``None`` when
+    ``update_phi`` is False: Φ is then a constant and only Θ's gradient is taken) and
+    ``A_theta = n_td + θ ∂R/∂θ`` (eq. 15-16 before the positive part and normalisation).
+
+    ``keep(phi, theta)``: the part of R whose terms promise never to empty a column
+    (rate-controlled sparsing, sec. 5): where a column of A has no positive entry but the column
+    without those terms has, its largest entry keeps that value, so the column keeps one
+    non-zero (costs one gradient of ``keep`` alone: elementwise work, no E-step).
+    """
+    if penalty is None:
+
+        def objective(p, t):
+            ll = loglik(p, t)
+            return ll, (ll, jnp.zeros((), ll.dtype))
+
+    else:
+
+        def objective(p, t):
+            ll = loglik(p, t)
+            r = jnp.asarray(penalty(clamped(p), clamped(t)), ll.dtype)
+            return ll + r, (ll, r)
+
+    if update_phi:
+        (_, (ll, r)), (g_phi, g_theta) = jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)(phi, theta)
+        a_phi, a_theta = jnp.maximum(phi, EPS) * g_phi, jnp.maximum(theta, EPS) * g_theta
+    else:
+        phi = jax.lax.stop_gradient(phi)
+        (_, (ll, r)), g_theta = jax.value_and_grad(lambda t: objective(phi, t), has_aux=True)(theta)
+        a_phi, a_theta = None, jnp.maximum(theta, EPS) * g_theta
+    if keep is not None:
+        k_phi, k_theta = jax.grad(lambda p, t: keep(clamped(p), clamped(t)), argnums=(0, 1))(phi, theta)
+        a_theta = _keep_best(a_theta, a_theta - jnp.maximum(theta, EPS) * k_theta)
+        if update_phi:
+            a_phi = _keep_best(a_phi, a_phi - jnp.maximum(phi, EPS) * k_phi)
+    return ll, r, a_phi, a_theta
+
+
+def normalize_columns(a: Float[Array, "N K"], segments=None, n_segments: int = 1) -> Float[Array, "N K"]:
+    """Column-wise ``a₊ / Σ a₊``; a column with no positive entry becomes all zeros (an
+    over-regularized topic or document, ARTM Notes 1-2) instead of NaN.
+
+    With ``segments`` (an int per row, ``n_segments`` of them) every block of rows of a column
+    is normalised separately: one distribution per modality in each topic of Φ.
+    """
+    a = jnp.maximum(a, 0)
+    if segments is None or n_segments == 1:
+        s = a.sum(0, keepdims=True)
+    else:
+        s = jax.ops.segment_sum(a, segments, num_segments=n_segments)[segments]
+    return jnp.where(s > 0, a / jnp.where(s > 0, s, 1), 0)
+
+
+def m_step(loglik: Callable, phi, theta, penalty: Callable | None = None, *, update_phi: bool = True,
+           segments=None, n_segments: int = 1, keep: Callable | None = None):
+    """One regularized EM iteration (ARTM eq. 14-16): ``(L, R, Φ_new, Θ_new, finite)`` with
+    ``Φ_new = normalize((Φ ⊙ ∇_Φ(L + R))₊)`` (per block of rows with ``segments``; Φ itself when
+    ``update_phi`` is False) and ``Θ_new = normalize((Θ ⊙ ∇_Θ(L + R))₊)``.  ``finite`` is False
+    when L, R or a count was not finite: the positive part would silently turn a NaN column into
+    zeros (a removed topic), so the drivers stop on it instead."""
+    ll, r, a_phi, a_theta = regularized_counts(loglik, phi, theta, penalty, update_phi=update_phi, keep=keep)
+    finite = jnp.isfinite(ll) & jnp.isfinite(r) & jnp.all(jnp.isfinite(a_theta))
+    if update_phi:
+        finite = finite & jnp.all(jnp.isfinite(a_phi))
+    new_phi = normalize_columns(a_phi, segments, n_segments) if update_phi else phi
+    return ll, r, new_phi, normalize_columns(a_theta), finite
+
+
+@jax.custom_vjp
+def _counts_ll(phi, theta, n_phi, n_theta):
+    return (jnp.sum(n_phi * jnp.log(jnp.maximum(phi, EPS))) + jnp.sum(n_theta * jnp.log(jnp.maximum(theta, EPS))))
+
+
+def _cl_fwd(phi, theta, n_phi, n_theta):
+    return _counts_ll(phi, theta, n_phi, n_theta), (phi, theta, n_phi, n_theta)
+
+
+def _cl_bwd(res, ct):
+    phi, theta, n_phi, n_theta = res
+    return (ct * n_phi / jnp.maximum(phi, EPS), ct * n_theta / jnp.maximum(theta, EPS),
+            jnp.zeros_like(n_phi), jnp.zeros_like(n_theta))
+
+
+_counts_ll.defvjp(_cl_fwd, _cl_bwd)
+
+
+def counts_likelihood(n_phi, n_theta=None) -> Callable:
+    """The likelihood of given counts, ``L(Φ, Θ) = Σ n_wt log φ_wt + Σ n_td log θ_td``, whose
+    ``x ⊙ ∇L`` (with ``x`` clamped at EPS as :func:`regularized_counts` does) is exactly the counts:
+    the M-step of an algorithm that keeps counts rather than data (the online algorithm's running
+    n_wt) goes through the same :func:`regularized_counts`."""
+
+    def loglik(phi, theta):
+        nt = jnp.zeros_like(theta) if n_theta is None else n_theta
+        return _counts_ll(phi, theta, n_phi, nt)
+
+    return loglik
+

@@ -1,0 +1,188 @@
+"""What the readers share: errors naming the file and line, decoding, line splitting, strict
+integers and counts, vocabulary files, the empty-document check, compressed writing."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from topicjax.data.corpus import CorpusError, first_missing
+
+INT32_MAX = int(np.iinfo(np.int32).max)
+#: An integer as the readers accept it: ASCII digits with an optional sign (``int()`` alone would
+#: also take ``1_000`` and digits of other scripts such as ``\u0661``, which no other tool reads).
+INT_PATTERN = re.compile(r"[+-]?[0-9]+")
+
+
+class BadValue(Exception):
+    """A malformed value; the caller adds the file and line (with :func:`file_error`)."""
+
+
+def file_error(path, line: int | None, message: str) -> CorpusError:
+    where = f"{path}, line {line}" if line is not None else f"{path}"
+    return CorpusError(f"{where}: {message}")
+
+
+def short(text: str, n: int = 60) -> str:
+    text = text.strip()
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+def check_empty_docs(empty_docs: str) -> None:
+    if empty_docs not in ("error", "drop"):
+        raise ValueError(f"empty_docs must be 'error' or 'drop', got {empty_docs!r}")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a file's text: lines end at ``\\n`` only (as in BigARTM, lda-c and the UCI
+    tools); a ``\\r`` before it (Windows line ends) and any other control character are white
+    space inside the line, so line numbers in messages are those of ``wc -l`` and editors.
+
+    >>> split_lines("a\\r\\nb\\x0cc\\n")
+    ['a\\r', 'b\\x0cc', '']
+    """
+    return text.split("\n")
+
+
+def read_text(path, encoding: str = "utf-8") -> str:
+    """The decoded content of a file, gunzipped when it starts with the gzip magic bytes."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except EOFError:
+            raise file_error(path, None, "the gzip stream ends early (truncated file)") from None
+        except (gzip.BadGzipFile, zlib.error, OSError, ValueError) as e:
+            raise file_error(path, None, f"corrupt gzip data ({e})") from None
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise file_error(
+            path, line, f"byte {raw[e.start:e.start + 1]!r} is not valid {encoding}; pass encoding='latin-1' "
+            "(or the file's encoding)"
+        ) from None
+
+
+def open_write(path, compress: bool | None):
+    """A text handle for writing; gzip when ``compress`` (or, if None, when the name ends in .gz).
+
+    gzip output has a zero timestamp so that the same corpus always gives the same bytes.
+    """
+    path = Path(path)
+    if compress is None:
+        compress = path.suffix == ".gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        raw = open(path, "wb")
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+        return _Closing(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"), raw)
+    return open(path, "w", encoding="utf-8", newline="\n")
+
+
+class _Closing:
+    """Text wrapper over a GzipFile that also closes the underlying file."""
+
+    def __init__(self, text, raw):
+        self._text, self._raw = text, raw
+
+    def __enter__(self):
+        return self._text
+
+    def __exit__(self, *exc):
+        self._text.close()
+        self._raw.close()
+
+
+def parse_count(tok: str) -> int:
+    """A count token: a non-negative integer (``3`` or ``3.0``); anything else is ``BadValue``."""
+    if not tok.isascii() or "_" in tok:
+        raise BadValue(f"count {tok!r} is not a number")
+    try:
+        v = int(tok)
+    except ValueError:
+        try:
+            f = float(tok)
+        except ValueError:
+            raise BadValue(f"count {tok!r} is not a number") from None
+        if math.isnan(f):
+            raise BadValue(f"count {tok!r} is NaN") from None
+        if math.isinf(f):
+            raise BadValue(f"count {tok!r} is not finite") from None
+        if not f.is_integer():
+            raise BadValue(f"count {tok!r} is not an integer") from None
+        v = int(f)
+    if v < 0:
+        raise BadValue(f"count {tok!r} is negative")
+    if v > INT32_MAX:
+        raise BadValue(f"count {tok!r} does not fit in int32")
+    return v
+
+
+def parse_id(tok: str, what: str) -> int:
+    if not INT_PATTERN.fullmatch(tok):
+        raise BadValue(f"{what} {tok!r} is not an integer")
+    return int(tok)
+
+
+def read_vocab(path, *, encoding: str = "utf-8") -> list[str]:
+    """A vocabulary file, one word per line (surrounding white space removed).
+
+    Blank lines at the end are ignored; a blank line inside the file, or a word that appears
+    twice, is an error naming the line.
+    """
+    lines = split_lines(read_text(path, encoding))
+    while lines and not lines[-1].strip():
+        lines.pop()
+    words: list[str] = []
+    seen: dict[str, int] = {}
+    for ln, line in enumerate(lines, 1):
+        w = line.strip()
+        if not w:
+            raise file_error(path, ln, "blank line inside the vocabulary")
+        if w in seen:
+            raise file_error(path, ln, f"word {w!r} already appears on line {seen[w]}")
+        seen[w] = ln
+        words.append(w)
+    return words
+
+
+def vocab_arg(vocab, encoding: str = "utf-8") -> tuple[list[str] | None, str | None]:
+    """``vocab`` given as a file path or a sequence of words -> (words, source for messages)."""
+    if vocab is None:
+        return None, None
+    if isinstance(vocab, (str, os.PathLike)):
+        return read_vocab(vocab, encoding=encoding), str(vocab)
+    return [str(v) for v in vocab], "the given vocabulary"
+
+
+def report_empty(path, doc_ids: np.ndarray, counts: np.ndarray, n_docs: int, describe) -> None:
+    """Raise for the first of ``n_docs`` documents without tokens (``describe(i)`` names it) when
+    ``empty_docs='error'``; O(entries), never O(n_docs)."""
+    present = np.unique(np.asarray(doc_ids)[np.asarray(counts) > 0])
+    first = first_missing(present, n_docs)
+    if first is not None:
+        where, what = describe(first)
+        raise file_error(
+            path, where,
+            f"{what} has no tokens ({n_docs - present.size} empty document(s) in all); "
+            "pass empty_docs='drop' to remove them",
+        )
+
+
+def write_vocab(words: Sequence[str], path) -> None:
+    for i, w in enumerate(words):
+        if not w or w != w.strip() or "\n" in w or "\r" in w:
+            raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be written one word per line")
+    with open_write(path, False) as fh:
+        fh.write("".join(f"{w}\n" for w in words))

@@ -1,0 +1,359 @@
+"""Generalized EM for PTM (2014 sec. 6): the state, E- and M-steps, word- and topic-switch
+trial flips, one :func:`gem_step`, the initialisation of sec. 6.3 and inference for new
+documents.  See :mod:`topicjax.ptm` for the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from topicjax.ptm import bic as pb
+from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, take_rows, word_sums
+
+__all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "m_step_beta", "m_step", "doc_mass", "gem_step",
+           "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
+           "loglik_docs", "TINY", "RATIO_CAP"]
+
+TINY = pb.TINY
+#: cap on n / p^2 in the ranking statistic s2 (only ranks trial flips; keeps inf * 0 out)
+RATIO_CAP = 1e30
+
+
+class PTMState(NamedTuple):
+    """Parameters, switches and the E-step statistics at those parameters (all pure arrays).
+
+    ``beta`` ``(P, N)`` topic-specific probabilities (0 where ``u`` is off), ``u`` ``(P, N)``,
+    ``alpha`` / ``v`` ``(D, P)`` (documents in rows), ``topic_mask`` ``(P,)`` marks the real
+    topics; ``x`` ``(P, N)`` expected counts (9) for every word and topic, ``n_dj`` ``(D, P)`` the
+    E-step numerators of (8), ``loglik_doc`` ``(D,)`` the log-likelihood of each document at the
+    current parameters, ``s1`` / ``s2`` the derivatives that rank trial flips (:func:`e_step`);
+    ``n_u_flips`` / ``n_v_flips`` count the switches changed by the last step.
+    """
+
+    beta: jax.Array
+    u: jax.Array
+    alpha: jax.Array
+    v: jax.Array
+    topic_mask: jax.Array
+    x: jax.Array
+    n_dj: jax.Array
+    loglik_doc: jax.Array
+    s1: jax.Array
+    s2: jax.Array
+    iteration: jax.Array
+    n_u_flips: jax.Array
+    n_v_flips: jax.Array
+
+
+def effective_topics(u, beta, beta0, topic_mask):
+    return pb.effective_beta(u & topic_mask[:, None], beta, beta0)
+
+
+def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
+    """E-step (6): returns ``x (P, N)`` (9), ``n_dj (D, P)`` (numerators of (8)), the
+    per-document log-likelihood ``(D,)`` of (5), and ``s1 = sum_w n_dw b_jw / p_dw``, ``s2 = sum_w
+    n_dw (b_jw / p_dw)^2`` ``(D, P)`` for every topic (the derivatives used to rank trial flips)."""
+    N = data.beta0.shape[0]
+    D = data.doc_length.shape[0]
+    n_flat = data.counts.shape[0]
+    B = effective_topics(u, beta, data.beta0, topic_mask)
+    a = jnp.where(v & topic_mask[None, :], alpha, 0.0)
+
+    def fn(w, n, pos, ad):
+        bw = B[w]
+        real = n > 0
+        p = jnp.where(real, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
+        r = jnp.where(real, n / p, 0.0)
+        ll = jnp.sum(jnp.where(real, n * jnp.log(p), 0.0), axis=1)
+        # r / p is capped: a token whose probability is clamped (p = TINY) would give inf * 0
+        return ll, jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)), r
+
+    ll, s1, s2, r = row_map(data.docs, fn, a)
+    g = word_sums(data, scatter_flat(data.docs, r, n_flat), a, N)
+    s1 = per_item(data.docs, s1, D)
+    return B.T * g.T, a * s1, per_item(data.docs, ll, D), s1, per_item(data.docs, s2, D)
+
+
+def m_step_beta(x, u, beta_old, beta0, topic_mask):
+    """(9)-(10): ``beta_jn = x_jn u_jn / mu_j``, ``mu_j = xbar_j / sum_n u_jn beta0_n``.  A topic
+    with no expected count on its specific words keeps its old ``beta`` (every value is then an
+    M-step maximiser)."""
+    uu = u & topic_mask[:, None]
+    uf = uu.astype(x.dtype)
+    xbar = jnp.sum(uf * x, axis=1, keepdims=True)
+    S = jnp.sum(uf * beta0[None, :], axis=1, keepdims=True)
+    new = uf * x * (S / jnp.where(xbar > 0, xbar, 1.0))
+    return jnp.where(xbar > 0, new, jnp.where(uu, beta_old, 0.0))
+
+
+def m_step(state: PTMState, beta0):
+    """M-step (8)-(10) from the statistics stored in ``state``."""
+    tm = state.topic_mask
+    vv = state.v & tm[None, :]
+    num = jnp.where(vv, state.n_dj, 0.0)
+    tot = jnp.sum(num, axis=1, keepdims=True)
+    alpha = jnp.where(tot > 0, num / jnp.where(tot > 0, tot, 1.0), state.alpha)
+    beta = m_step_beta(state.x, state.u, state.beta, beta0, tm)
+    return alpha, beta
+
+
+def doc_mass(v, doc_length, topic_mask):
+    return jnp.sum(jnp.where(v & topic_mask[None, :], doc_length[:, None], 0), axis=0)
+
+
+def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
+    if kind == "2020":
+        return pb.select_u_flips_2020(x, u, beta0, lbar, tm, n_candidates=min(n_candidates, u.shape[1]))
+    return pb.select_u_flips_2014(x, u, beta0, lbar, tm, kind=kind, n_candidates=n_candidates)
+
+
+def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2):
+    """Candidate topic-switch flips of every document with their exact BIC changes.
+
+    ``S1``, ``S2`` (``(D, P)``, from the E-step or the previous round, possibly stale) only rank
+    the candidates; the trial changes are exact at the current parameters.
+    """
+    D, P = v.shape
+    B = effective_topics(u, beta, data.beta0, tm)
+    lbar = doc_mass(v, data.doc_length, tm)
+    vv = v & tm[None, :]
+    a = jnp.where(vv, alpha, 0.0)
+    ndocs_topic = jnp.sum(vv, axis=0)
+    uu = u & tm[:, None]
+    Nj = jnp.sum(uu, axis=1)
+    n_c0 = jnp.sum(jnp.sum(uu, axis=0) < jnp.sum(tm)).astype(jnp.float32)
+    cost, allow_on, allow_off = pb.v_flip_costs(vv, data.doc_length, lbar, ndocs_topic, Nj, tm, n_c0, kind)
+    kon, koff = min(n_on, P), min(n_off, P)
+    cand, sign, ok, t_start = pb.v_candidates(S1, S2, data.doc_length, cost, allow_on, allow_off, a, n_on=kon, n_off=koff)
+
+    # one pass: the candidates' ratios b_c / p and the sum over the active topics for every
+    # token, and the derivatives S1, S2 of every topic for the next round's ranking
+    def fn(w, n, pos, inp):
+        ad, cd, vd = inp
+        bw = B[w]
+        p = jnp.where(n > 0, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
+        r = n / p
+        return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None], jnp.einsum("rwp,rp->rw", bw, vd) / p,
+                jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)))
+
+    rho_c, rsum, s1, s2 = row_map(data.docs, fn, (a, cand, vv.astype(jnp.float32)))
+    n_rows = data.docs.count.reshape(-1, data.docs.count.shape[-1])
+    dl, t, variant = pb.v_trial_deltas(rho_c, rsum, n_rows, data.docs.item.reshape(-1), alpha, vv, cand, sign, t_start,
+                                       n_on=kon, newton_iters=newton_iters)
+    dbic, best_dbic, best_topic, best_sign, best_alpha = pb.v_best(cand, sign, ok, dl, t, variant, cost, alpha, vv)
+    return dict(cand=cand, sign=sign, dbic=dbic, t=t, variant=variant, best_dbic=best_dbic, best_topic=best_topic,
+                best_sign=best_sign, best_alpha=best_alpha, lbar=lbar, ndocs_topic=ndocs_topic, Nj=Nj, n_c0=n_c0,
+                vv=vv, a=a, S1=per_item(data.docs, s1, D), S2=per_item(data.docs, s2, D))
+
+
+def _v_round(data: PTMData, kind, n_on, n_off, newton_iters, doc_candidates, u, beta, alpha, v, tm, S1, S2):
+    """One round of topic-switch updates: every document's best trial flip, then an exact batch
+    (:func:`topicjax.ptm.bic.select_v_flips`).  Returns the new switches and proportions, the
+    number of flips, their combined BIC change, and fresh ranking derivatives ``S1``, ``S2``."""
+    P = v.shape[1]
+    r = _v_trials(data, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2)
+    accept, k, change = pb.select_v_flips(r["best_dbic"], r["best_topic"], r["best_sign"], data.doc_length, r["lbar"],
+                                          r["ndocs_topic"], r["Nj"], tm, r["n_c0"], kind, doc_candidates)
+    flip = accept[:, None] & (jnp.arange(P)[None, :] == r["best_topic"][:, None])
+    v_new = jnp.where(flip, ~r["vv"], r["vv"])
+    alpha_new = jnp.where(accept[:, None], r["best_alpha"], r["a"])
+    return v_new, alpha_new, k, change, r["S1"], r["S2"]
+
+
+@partial(jax.jit, static_argnames=("kind", "newton_iters"))
+def v_flip_scores(state: PTMState, data: PTMData, kind: str = "2014", newton_iters: int = 6):
+    """BIC change of flipping each topic switch ``v_jd`` alone, ``(D, P)`` (``+inf`` where not
+    allowed), every switch of every document evaluated at once by the same masked computation
+    as the GEM step (all ``P`` topics as candidates); also returns the trial ``t`` of turning
+    each topic on and the variant (0 renormalise, 1 uniform) of turning it off."""
+    D, P = state.v.shape
+    r = _v_trials(data, kind, P, P, newton_iters, state.u, state.beta, state.alpha, state.v, state.topic_mask,
+                  state.s1, state.s2)
+    rows = jnp.arange(D)[:, None]
+    out = jnp.full((D, P), jnp.inf).at[rows, r["cand"]].min(r["dbic"])
+    real = jnp.isfinite(r["dbic"])
+    t = jnp.zeros((D, P)).at[rows, r["cand"]].max(jnp.where(real & (r["sign"] > 0), r["t"], 0.0))
+    var = jnp.zeros((D, P), jnp.int32).at[rows, r["cand"]].max(jnp.where(real & (r["sign"] < 0), r["variant"], 0))
+    return out, t, var
+
+
+@dataclass(frozen=True)
+class GEMConfig:
+    """Static settings of a GEM step (changing them recompiles)."""
+
+    kind: str = "2014"
+    u_candidates: int = 65536
+    max_u_cycles: int = 5
+    max_v_rounds: int = 3
+    v_on: int = 6
+    v_off: int = 3
+    newton_iters: int = 6
+    doc_candidates: int = 65536
+
+
+def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
+    tm = state.topic_mask
+    beta0 = data.beta0
+    alpha, beta = m_step(state, beta0)
+    lbar = doc_mass(state.v, data.doc_length, tm)
+
+    # -- word switches (x fixed: expected complete-data BIC), then beta for the new switches
+    def u_cond(c):
+        return (c[1] < cfg.max_u_cycles) & ((c[1] == 0) | (c[2] > 0))
+
+    def u_body(c):
+        u, i, _, tot = c
+        u, k, _ = _u_round(cfg.kind, cfg.u_candidates, state.x, u, beta0, lbar, tm)
+        return u, i + 1, k, tot + k
+
+    z = jnp.zeros((), jnp.int32)
+    u, _, _, n_u = lax.while_loop(u_cond, u_body, (state.u, z, z, z))
+    beta = m_step_beta(state.x, u, beta, beta0, tm)
+
+    # -- topic switches (exact incomplete-data likelihood)
+    def v_cond(c):
+        return (c[2] < cfg.max_v_rounds) & ((c[2] == 0) | (c[3] > 0))
+
+    def v_body(c):
+        v, a, i, _, tot, S1, S2 = c
+        v, a, k, _, S1, S2 = _v_round(data, cfg.kind, cfg.v_on, cfg.v_off, cfg.newton_iters, cfg.doc_candidates,
+                                      u, beta, a, v, tm, S1, S2)
+        return v, a, i + 1, k, tot + k, S1, S2
+
+    init = (state.v & tm[None, :], alpha, z, z, z, state.s1, state.s2)
+    v, alpha, _, _, n_v, _, _ = lax.while_loop(v_cond, v_body, init)
+    alpha = jnp.where(v, alpha, 0.0)
+    x, ndj, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
+    return PTMState(beta, u, alpha, v, tm, x, ndj, ll, s1, s2, state.iteration + 1, n_u, n_v)
+
+
+_gem_step_jit = jax.jit(gem_step_impl, static_argnames=("cfg",))
+
+
+def gem_step(state: PTMState, data: PTMData, cfg: GEMConfig = GEMConfig()) -> PTMState:
+    """One GEM iteration (M-step, word switches, topic switches, E-step); pure and jit-compiled,
+    so it can be ``jax.vmap``-ped over a batch of states (restarts) sharing ``data``."""
+    return _gem_step_jit(state, data, cfg)
+
+
+def state_bic(state: PTMState, data: PTMData, kind: str) -> float:
+    """BIC of a state in float64 (its log-likelihood comes from the state's last E-step)."""
+    doc_cost, topic_cost, word_cost, n0, m = _structure_jit(state.u, state.v, data.doc_length, state.topic_mask, kind)
+    terms = pb.BICTerms(state.loglik_doc, doc_cost, topic_cost, word_cost, n0, m, int(state.u.shape[1]))
+    return pb.bic_total(terms, kind)
+
+
+_structure_jit = jax.jit(pb.structure_costs, static_argnames=("kind",))
+
+
+# =============================================================================== initialisation
+def ml_scores(data: PTMData, B, D: int):
+    """``sum_w n_dw log b_jw`` for every document and topic (the hard-assignment rule of 6.3)."""
+    logB = jnp.log(jnp.maximum(B, TINY))
+
+    def fn(w, n, pos, _):
+        return jnp.einsum("rw,rwp->rp", n, logB[w])
+
+    return per_item(data.docs, row_map(data.docs, fn, jnp.zeros((D, 0))), D)
+
+
+def _beta_from_counts(c, u, beta0, tm):
+    return m_step_beta(c, u, jnp.zeros_like(c), beta0, tm)
+
+
+def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) -> PTMState:
+    D = data.doc_length.shape[0]
+    N = data.beta0.shape[0]
+    M, P = n_topics, n_pad
+    tm = jnp.arange(P) < M
+    valid_word = data.beta0 > 0
+    counts = data.counts  # padding slots are 0
+    # 1) distinct random seed documents for every topic; their words are topic-specific
+    seeds = jax.random.permutation(key, D)[: M * n_init_docs].reshape(M, n_init_docs)
+    owner = jnp.full((D,), -1, jnp.int32).at[seeds].set(jnp.broadcast_to(jnp.arange(M)[:, None], seeds.shape))
+    sv = (owner[:, None] == jnp.arange(P)[None, :]).astype(jnp.float32)
+    c = word_sums(data, counts, sv, N).T
+    u = (c > 0) & tm[:, None] & valid_word[None, :]
+    beta = _beta_from_counts(c, u, data.beta0, tm)
+    # 2) hard-assign every document to its maximum-likelihood topic (seeds to their own)
+    scores = ml_scores(data, effective_topics(u, beta, data.beta0, tm), D)
+    best = jnp.argmax(jnp.where(tm[None, :], scores, -jnp.inf), axis=1)
+    best = jnp.where(owner >= 0, owner, best)
+    v = best[:, None] == jnp.arange(P)[None, :]
+    # 3) re-estimate the switches and probabilities from the assigned documents
+    c = word_sums(data, counts, v.astype(jnp.float32), N).T
+    u = (c > 0) & tm[:, None] & valid_word[None, :]
+    beta = _beta_from_counts(c, u, data.beta0, tm)
+    alpha = v.astype(jnp.float32)
+    x, ndj, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
+    z = jnp.zeros((), jnp.int32)
+    return PTMState(beta, u, alpha, v, tm, x, ndj, ll, s1, s2, z, z, z)
+
+
+_init_jit = jax.jit(_init_impl, static_argnames=("n_topics", "n_pad", "n_init_docs"))
+
+
+def padded_topics(n_topics: int, multiple: int = 8) -> int:
+    return int(-(-n_topics // multiple) * multiple)
+
+
+def init_state(key, data: PTMData, n_topics: int, *, n_init_docs: int = 5, n_pad: int | None = None) -> PTMState:
+    """Initial state of sec. 6.3 (see the module docstring).  ``n_init_docs`` is lowered to
+    ``D // M`` when there are not enough documents for distinct seeds.  Pure and jit-compiled:
+    ``jax.vmap(lambda k: init_state(k, data, M))`` gives a batch of restarts."""
+    D = int(data.doc_length.shape[0])
+    if n_topics > D:
+        raise ValueError(f"{n_topics} topics need at least {n_topics} documents (one seed each); the corpus has {D}")
+    n_init = max(1, min(int(n_init_docs), D // n_topics))
+    return _init_jit(key, data, int(n_topics), int(n_pad or padded_topics(n_topics)), n_init)
+
+
+# =============================================================================== inference
+def _infer_alpha_impl(data: PTMData, B, n_iter: int, topic_mask):
+    D = data.doc_length.shape[0]
+    P = B.shape[1]
+    a0 = jnp.where(topic_mask[None, :], 1.0 / jnp.sum(topic_mask), 0.0) * jnp.ones((D, P))
+
+    def fn(w, n, pos, ad):
+        bw = B[w]
+        real = n > 0
+        p = jnp.where(real, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
+        return ad * jnp.einsum("rwp,rw->rp", bw, jnp.where(real, n / p, 0.0))
+
+    def it(a, _):
+        num = per_item(data.docs, row_map(data.docs, fn, a), D)
+        tot = jnp.sum(num, axis=1, keepdims=True)
+        return jnp.where(tot > 0, num / jnp.where(tot > 0, tot, 1.0), a), None
+
+    a, _ = lax.scan(it, a0, None, length=n_iter)
+    return a
+
+
+_infer_alpha_jit = jax.jit(_infer_alpha_impl, static_argnames=("n_iter",))
+
+
+def infer_alpha(data: PTMData, B, n_iter: int = 50, topic_mask=None):
+    """Proportions of (new) documents with every topic allowed (2014 sec. 7): ``n_iter``
+    iterations of (6) and (8) with ``v = 1``, from uniform proportions, ``B`` ``(N, P)`` fixed."""
+    if topic_mask is None:
+        topic_mask = jnp.ones((B.shape[1],), bool)
+    return _infer_alpha_jit(data, jnp.asarray(B, jnp.float32), int(n_iter), topic_mask)
+
+
+def _loglik_docs_impl(data: PTMData, B, alpha):
+    D = data.doc_length.shape[0]
+
+    def fn(w, n, pos, ad):
+        real = n > 0
+        p = jnp.where(real, jnp.maximum(jnp.einsum("rwp,rp->rw", B[w], ad), TINY), 1.0)
+        return jnp.sum(jnp.where(real, n * jnp.log(p), 0.0), axis=1)
+
+    return per_item(data.docs, row_map(data.docs, fn, alpha), D)
+
+
+loglik_docs = jax.jit(_loglik_docs_impl)

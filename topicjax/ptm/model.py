@@ -1,0 +1,509 @@
+"""Parsimonious topic models (Soleimani & Miller 2014; Wang & Miller 2020) fitted by generalized EM.
+
+The model (2014 sec. 4): each topic ``j`` has word switches ``u_jn`` -- a word is topic-specific
+(probability ``beta_jn``) or uses the shared model ``beta0_n`` (estimated once from the global
+frequencies, eq. 11) -- and each document ``d`` has topic switches ``v_jd`` selecting the topics
+it uses with proportions ``alpha_jd``.  The likelihood is (5)::
+
+    p(D | H, Theta) = prod_d prod_i sum_j alpha_jd v_jd beta_{j w_id}^{u_{j w_id}} beta0_{w_id}^{1 - u_{j w_id}}
+
+Everything -- switches, parameters and the number of topics -- minimises a BIC
+(:mod:`topicjax.ptm_bic`: 2014 eq. 26, its exact-count variant of sec. 7.4, or 2020 eq. 16).
+
+Generalized EM (2014 sec. 6), one :func:`gem_step`:
+
+1. M-step (8)-(10) from the E-step statistics of the current parameters;
+2. word switches: rounds of trial flips (27)-(29) on the expected complete-data BIC (2014), or
+   joint per-word optimisation over the three configurations all-off / all-on / mixed (2020),
+   several flips accepted per round only through an exact combined change
+   (:func:`topicjax.ptm.bic.select_u_flips_2014` / ``select_u_flips_2020``); then ``beta`` is
+   re-estimated by (9)-(10) for the new switches;
+3. topic switches: rounds of trial flips (30)-(31) with exact incomplete-data likelihood changes,
+   every document's candidate flips evaluated at once (:func:`topicjax.ptm.bic.v_trial_deltas`),
+   a batch (at most one per document) accepted with an exact combined change;
+4. E-step (6) at the new parameters: expected counts ``x_jn`` (9), ``sum_i P(Z^(j))`` per
+   document (8) and the per-document log-likelihood, from which the BIC is computed in float64.
+
+Each accepted step decreases the BIC: the M-step and the word flips increase the expected
+complete-data log-likelihood by at least their computed amount (hence the likelihood, by
+Jensen's inequality), and the topic-switch batches are scored with the exact likelihood.  The
+constraints of sec. 6.1-6.2 always hold: every topic keeps a specific word and a document, every
+document keeps a topic.
+
+Layout: the corpus is held twice, as rows of 16 entries of one document and as rows of 16
+entries of one word (:class:`Rows`), so both halves of the E-step and the per-document trial
+flips are gathers, dense reductions and ``segment_sum``s over rows -- no scatter-add of
+``(nnz, M)`` rows, which XLA executes serially on CPU -- and every pass has one shape, so it
+compiles once.  Topics are padded to a multiple of 8 with a mask, so that the compiled step is
+reused across a model-order sweep.
+
+Initialisation (sec. 6.3): ``n_init_docs`` distinct random seed documents per topic, their words
+topic-specific with frequency-count probabilities; every document hard-assigned to its maximum
+likelihood topic (seed documents to their own); switches and probabilities re-estimated from the
+assigned documents.  Model-order selection (2014 sec. 6.5, 2020 sec. 3.5): :func:`select_order`
+sweeps ``M`` top-down, removing the least massive topics and warm-starting from the rest.
+Random restarts at one order: :meth:`PTM.fit_many` runs them in one compiled call (vmapped over
+the seeds), :func:`best_fit` keeps the smallest BIC.
+
+Results depend only on the seed and the data on CPU; bits can differ between CPU and GPU.  On a
+GPU the scatter-adds of the E-step may run in any order (atomics), and two fits with the same
+seed were seen to end with different switches on an H100.
+
+>>> import topicjax as tj
+>>> from topicjax.ptm import PTM
+>>> corpus, _ = tj.datasets.make_bars(n_docs=100, seed=0)
+>>> model = PTM(n_components=6, max_iter=5, random_state=0, progress=False).fit(corpus)
+>>> model.u_.shape, model.v_.shape, bool(model.bic_history_[-1] <= model.bic_history_[0])
+((6, 25), (6, 100), True)
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.core import driver, numerics
+from topicjax.core.errors import NumericalError
+from topicjax.core.random import as_key
+from topicjax.data.corpus import Corpus
+from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence
+from topicjax.ptm import bic as pb
+from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, init_state, loglik_docs, padded_topics,
+                              state_bic)
+from topicjax.ptm.layout import PTMData, prepare
+
+__all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus", "ALGORITHM"]
+
+#: shared words remembered per topic for :meth:`PTM.top_shared_words`
+SHARED_TOP = 50
+
+
+# =============================================================================== the fit as an algorithm
+# One GEM fit is the algorithm below for :mod:`topicjax.core.driver`: ``run`` for :meth:`PTM.fit`
+# (in compiled blocks of iterations), ``run_many`` for the restarts of :meth:`PTM.fit_many`.
+#
+# The stopping rule compares BIC values (relative decrease below ``tol``).  On the device
+# (float32) the BIC and its change are kept as double-float numbers (hi + lo, about 48 bits): the
+# per-document / per-topic / per-word pieces are added pairwise with error-free transformations,
+# and the change between iterations is summed from the exact per-piece differences, so it keeps
+# full relative accuracy although it is ~1e-4 of a BIC of ~1e6.  The history's BIC values are
+# those double-floats in float64 (the last one recomputed in float64 by :func:`state_bic`).
+
+
+def bic_pieces(state: PTMState, data: PTMData, kind: str):
+    """The float32 pieces whose float64 sum plus the u prior is the BIC (as :func:`state_bic`):
+    ``-loglik_doc``, ``doc_cost``, ``topic_cost``, ``word_cost`` concatenated, and ``N0``."""
+    doc_cost, topic_cost, word_cost, n0, _ = pb.structure_costs(state.u, state.v, data.doc_length,
+                                                                 state.topic_mask, kind)
+    return jnp.concatenate([-state.loglik_doc, doc_cost, topic_cost, word_cost]), n0
+
+
+def _u_prior_device(n0, n_topics, n_words: int, kind: str):
+    """:func:`topicjax.ptm.bic.u_prior_2014` in float32 (only scales the tolerance threshold)."""
+    T = n_topics.astype(jnp.float32) * n_words
+    if kind == "2014-exact":
+        return T * np.log(2.0)
+    if kind != "2014":
+        return jnp.zeros((), jnp.float32)
+    p = n0.astype(jnp.float32) / T
+    inside = (p > 0) & (p < 1)
+    ps = jnp.where(inside, p, 0.5)
+    h = jnp.where(inside, -ps * jnp.log(ps) - (1.0 - ps) * jnp.log1p(-ps), 0.0)
+    return T * h - 0.5 * jnp.log(T)
+
+
+def _u_prior_change(n0_old, n0_new, n_topics, n_words: int, kind: str):
+    """``u_prior(N0_old) - u_prior(N0_new)`` without cancellation (the order ``M`` is fixed)."""
+    if kind != "2014":
+        return jnp.zeros((), jnp.float32)
+    T = n_topics.astype(jnp.float32) * n_words
+    a = n0_old.astype(jnp.float32)
+    return -pb.entropy_delta(a, T, n0_new.astype(jnp.float32) - a)
+
+
+def _algo_step(state, args, static):
+    return gem_step_impl(state, args[0], static[0])
+
+
+def _algo_objective(state, args, static):
+    cfg, n_words = static
+    data = args[0]
+    pieces, n0 = bic_pieces(state, data, cfg.kind)
+    hi, lo = numerics.df_total(pieces, jnp.zeros_like(pieces))
+    n_topics = jnp.sum(state.topic_mask)
+    return {"pieces": pieces, "n0": n0, "bic": (hi + lo) + _u_prior_device(n0, n_topics, n_words, cfg.kind),
+            "hi": hi, "lo": lo, "n_topics": n_topics}
+
+
+def _algo_value(m):
+    return m["bic"]
+
+
+def _make_converged(kind: str, n_words: int):
+    def converged(old, new, tol):
+        # old - new of every piece exactly (TwoSum), then summed: the BIC decrease
+        d_hi, d_lo = numerics.df_total(*numerics.two_sum(old["pieces"], -new["pieces"]))
+        decrease = (d_hi + d_lo) + _u_prior_change(old["n0"], new["n0"], new["n_topics"], n_words, kind)
+        return jnp.abs(decrease) <= tol * jnp.maximum(jnp.abs(new["bic"]), 1e-30)
+
+    return converged
+
+
+def _algo_record(state, args, static):
+    m = _algo_objective(state, args, static)
+    return {"bic_hi": m["hi"], "bic_lo": m["lo"], "n0": m["n0"], "u_flips": state.n_u_flips,
+            "v_flips": state.n_v_flips}
+
+
+def _algo_health(state, static):
+    finite = (jnp.all(jnp.isfinite(state.loglik_doc)) & jnp.all(jnp.isfinite(state.beta))
+              & jnp.all(jnp.isfinite(state.alpha)))
+    return finite, jnp.array(True)
+
+
+_ALGORITHMS: dict = {}
+
+
+def algorithm(kind: str, n_words: int) -> driver.Algorithm:
+    """The GEM fit as a :class:`topicjax.core.driver.Algorithm` (static ``(GEMConfig, n_words)``,
+    args ``(PTMData,)``); cached per BIC kind and vocabulary size."""
+    key = (kind, int(n_words))
+    if key not in _ALGORITHMS:
+        _ALGORITHMS[key] = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record,
+                                            health=_algo_health, converged=_make_converged(kind, int(n_words)),
+                                            value=_algo_value, minimize=True)
+    return _ALGORITHMS[key]
+
+
+def _check_seeds(seeds, n_restarts, random_state) -> list[int]:
+    """Validate the restarts of :meth:`PTM.fit_many` and return their seeds."""
+    if seeds is not None and n_restarts is not None:
+        raise ValueError("give seeds or n_restarts, not both")
+    if seeds is None:
+        if n_restarts is None:
+            raise ValueError("fit_many needs seeds (a list of integers) or n_restarts")
+        n_restarts = check_int(n_restarts, "n_restarts", 1)
+        if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
+            raise ValueError(f"n_restarts needs an integer random_state to count seeds from, got {random_state!r}")
+        return [int(random_state) + i for i in range(n_restarts)]
+    seeds = int_sequence(seeds, "seeds", 0)
+    if not seeds:
+        raise ValueError("seeds is empty: fit_many needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        dup = next(s for s in seeds if seeds.count(s) > 1)
+        raise ValueError(f"seed {dup} appears more than once in seeds (the restarts would be identical)")
+    return seeds
+
+
+def best_fit(models):
+    """The model of smallest ``bic_`` among fitted :class:`PTM` (e.g. from :meth:`PTM.fit_many`);
+    ties go to the first."""
+    models = list(models)
+    if not models:
+        raise ValueError("best_fit needs at least one fitted model")
+    for i, m in enumerate(models):
+        if not hasattr(m, "bic_"):
+            raise ValueError(f"models[{i}] is not a fitted PTM")
+    return models[int(np.argmin([m.bic_ for m in models]))]
+
+
+# =============================================================================== estimator
+def check_fit_corpus(corpus: Corpus, n_topics: int):
+    corpus.check_topics(n_topics)
+    if n_topics > corpus.n_docs:
+        raise ValueError(
+            f"n_components={n_topics} is larger than the number of documents ({corpus.n_docs}): "
+            "every topic needs at least one document"
+        )
+
+
+class PTM(TopicModelBase):
+    """Parsimonious topic model (2014) with the 2014 or 2020 BIC, fitted by generalized EM.
+
+    Parameters
+    ----------
+    n_components: number of topics ``M`` (use :func:`select_order` to choose it by BIC).
+    bic: ``"2014"`` (eq. 26), ``"2014-exact"`` (sec. 7.4, small vocabularies) or ``"2020"``
+        (2020 eq. 16, joint per-word switch updates).
+    max_iter: maximum number of GEM iterations.
+    tol: stop when the relative decrease of the BIC in one iteration is below ``tol``.
+    random_state: seed of the initialisation (sec. 6.3); same seed, same model on CPU (see above for GPUs).
+    n_init_docs: seed documents per topic (``D_init`` of sec. 6.3; the reference code uses 5).
+    max_u_cycles, max_v_rounds: bounds on the rounds of word / topic switch updates per iteration
+        (the reference code cycles 20 and 10 times through single flips; one of our rounds
+        accepts a whole batch, and the next iteration continues where a round stopped).
+    u_candidates: flips considered per word-switch round (the best by single-flip score).
+    v_candidates: ``(n_on, n_off)`` topic switches tried per document and round: inactive topics
+        ranked by an estimated gain, active ones by smallest proportion (``>= M`` tries all).
+    transform_iter: EM iterations for the proportions of new documents.
+    block_tokens: padded entries per block of the device layout (memory/speed trade-off).
+    progress: tqdm progress bar over GEM iterations.
+
+    Fitted attributes (paper orientation, topics in rows): ``u_`` ``(M, N)`` bool, ``v_`` ``(M, D)``
+    bool, ``alpha_`` ``(M, D)``, ``beta_`` ``(M, N)`` (topic-specific probabilities, 0 where
+    ``u_`` is off), ``beta0_`` ``(N,)``, ``bic_`` and ``bic_history_`` (BIC after the
+    initialisation and after every GEM iteration, never increasing), ``history_`` (per iteration:
+    BIC, switches changed, seconds), ``n_iter_``, ``vocab_``.  ``phi_`` ``(N, M)`` is the
+    effective word distribution of each topic, ``theta_`` is ``alpha_``.
+    """
+
+    _saved_arrays = ("u_", "v_", "alpha_", "beta_", "beta0_", "shared_top_")
+    _saved_meta = ("bic_", "bic_history_", "history_", "n_iter_")
+
+    def __init__(self, n_components=10, *, bic="2014", max_iter=100, tol=1e-4, random_state=0, n_init_docs=5,
+                 max_u_cycles=5, max_v_rounds=3, u_candidates=65536, v_candidates=(6, 3), transform_iter=50,
+                 block_tokens=4096, progress=True):
+        self.n_components = n_components
+        self.bic = bic
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.n_init_docs = n_init_docs
+        self.max_u_cycles = max_u_cycles
+        self.max_v_rounds = max_v_rounds
+        self.u_candidates = u_candidates
+        self.v_candidates = v_candidates
+        self.transform_iter = transform_iter
+        self.block_tokens = block_tokens
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fitting
+    def _config(self) -> GEMConfig:
+        pb.check_kind(self.bic)
+        on, off = (int(c) for c in self.v_candidates)
+        if on < 1 or off < 1:
+            raise ValueError(f"v_candidates must be two positive integers, got {self.v_candidates!r}")
+        return GEMConfig(kind=self.bic, u_candidates=int(self.u_candidates), max_u_cycles=int(self.max_u_cycles),
+                         max_v_rounds=int(self.max_v_rounds), v_on=on, v_off=off)
+
+    def fit(self, X, y=None):
+        self._validate_params()
+        corpus = self._train_corpus(X)
+        check_fit_corpus(corpus, self.n_components)
+        cfg = self._config()
+        data = prepare(corpus, block_tokens=self.block_tokens)
+        state = init_state(as_key(self._seed()), data, int(self.n_components), n_init_docs=self.n_init_docs)
+        return self.fit_state(data, state, cfg)
+
+    def fit_many(self, X, y=None, *, seeds=None, n_restarts=None, mode=None, batch_size=None, **kwargs) -> list["PTM"]:
+        """Fit several random restarts at the order ``n_components`` in ONE compiled call
+        (:func:`topicjax.core.driver.run_many`).
+
+        Each restart is this estimator with ``random_state`` set to one of ``seeds`` (or, with
+        ``n_restarts``, to ``random_state, random_state + 1, ...``): its initialisation (sec. 6.3)
+        and its whole GEM loop -- up to ``max_iter`` iterations, stopping as :meth:`fit` does when
+        the relative BIC decrease falls below ``tol`` -- run as :meth:`fit` runs them, and equal
+        its separate fit: the same switches, parameters and BIC (``bic_`` is computed in float64
+        exactly as :meth:`fit` does).  Other settings (``n_topics``, ``params``: other orders or
+        BIC kinds) are fitted one after the other by the generic :meth:`TopicModelBase.fit_many`.
+
+        Model order: PTM chooses ``M`` by the separate top-down sweep :func:`select_order`.
+
+        ``mode``: ``"sequential"`` (default on CPU: the restarts one after the other inside the
+        call; on 300-600 KOS documents a vmapped step's batched gathers and scatter-adds were
+        ~2.4x slower than one restart at a time), ``"vmap"`` (default on accelerators, where it
+        pays: 8 restarts, 2000 synthetic documents, ``M = 16``, H100: one vmapped call 15 s, 8
+        separate fits 91 s), ``"devices"`` or ``"threads"``; ``batch_size`` restarts side by
+        side under ``"vmap"``.  Under vmap XLA compiles batched reductions and may add float32
+        terms in another order: on larger corpora a ~1e-9 relative difference can tip a near-tie
+        switch decision, after which the restart follows another (equally valid) GEM path.
+
+        Returns the fitted models, one per seed in the order given; :func:`best_fit` picks the
+        smallest BIC.  There is no progress bar (the loop is compiled).
+        """
+        if kwargs:
+            if n_restarts is not None:
+                raise ValueError("give n_restarts alone, or seeds/n_topics/params")
+            return super().fit_many(X, y, seeds=seeds, mode=mode, **kwargs)
+        self._validate_params()
+        corpus = as_corpus(X)
+        check_fit_corpus(corpus, self.n_components)
+        cfg = self._config()
+        seeds = _check_seeds(seeds, n_restarts, self.random_state)
+        G = len(seeds)
+        if mode is None and batch_size is not None:
+            mode = "vmap"
+        M, N = int(self.n_components), corpus.n_words
+        data = prepare(corpus, block_tokens=self.block_tokens)
+        keys = jnp.stack([as_key(s, "seeds") for s in seeds])
+        n_init = max(1, min(int(self.n_init_docs), corpus.n_docs // M))
+        states = jax.vmap(lambda k: init_state(k, data, M, n_init_docs=n_init))(keys)
+        t0 = time.perf_counter()
+        finals, recs, n_iters, status = driver.run_many(
+            algorithm(cfg.kind, N), (cfg, N), states, (data,), batched=(False,), max_iter=int(self.max_iter),
+            tol=float(self.tol), mode=mode, batch_size=batch_size)
+        recs = jax.tree.map(np.asarray, recs)
+        n_iters, status = np.asarray(n_iters), np.asarray(status)
+        wall = time.perf_counter() - t0
+        per_iter = wall / max(int(n_iters.sum()), 1)
+        models = []
+        for g, seed in enumerate(seeds):
+            if status[g] >= driver.NONFINITE:
+                raise NumericalError(f"PTM fit_many (seed {seed}): non-finite parameters at iteration "
+                                     f"{int(n_iters[g]) + 1}", iteration=int(n_iters[g]) + 1, reason="nonfinite")
+            m = self._clone_with(random_state=seed)
+            state = jax.tree.map(lambda a: a[g], finals)
+            init = jax.tree.map(lambda a: a[g], states)
+            n = int(n_iters[g])
+            rows = [{k: v[g, i].item() for k, v in recs.items()} for i in range(n)]
+            m.vocab_, m.n_features_in_ = list(corpus.vocab), N
+            m._finish(state, data, cfg, M, state_bic(init, data, cfg.kind), rows, [per_iter] * n)
+            models.append(m)
+        return models
+
+    def fit_state(self, data: PTMData, state: PTMState, cfg: GEMConfig, desc: str | None = None):
+        M = int(np.asarray(state.topic_mask).sum())
+        bic0 = state_bic(state, data, cfg.kind)
+        state, records = driver.run(algorithm(cfg.kind, int(data.beta0.shape[0])), (cfg, int(data.beta0.shape[0])),
+                                    state, (data,), max_iter=int(self.max_iter), tol=float(self.tol),
+                                    progress=self.progress, desc=desc or f"PTM M={M}")
+        self._finish(state, data, cfg, M, bic0, records, [r["seconds"] for r in records])
+        self.last_state_ = state  # the device state, used to warm-start the next order; not saved
+        return self
+
+    def _finish(self, state, data, cfg, M, bic0, records, seconds):
+        """Fitted attributes from the final state and the per-iteration records."""
+        N = int(data.beta0.shape[0])
+        bics = [float(np.float64(r["bic_hi"]) + np.float64(r["bic_lo"])) + pb.u_prior_2014(int(r["n0"]), M, N, cfg.kind)
+                for r in records]
+        if bics:
+            bics[-1] = state_bic(state, data, cfg.kind)
+        self._set_fitted(state, data, M)
+        self.bic_history_ = [bic0] + bics
+        self.history_ = [{"iteration": i + 1, "objective": b, "bic": b, "u_flips": int(r["u_flips"]),
+                          "v_flips": int(r["v_flips"]), "seconds": sec}
+                         for i, (b, r, sec) in enumerate(zip(bics, records, seconds))]
+        self.bic_ = self.bic_history_[-1]
+        self.n_iter_ = len(records)
+
+    def _set_fitted(self, state: PTMState, data: PTMData, M: int):
+        self.u_ = np.asarray(state.u)[:M].astype(bool)
+        self.v_ = np.asarray(state.v)[:, :M].T.astype(bool)
+        self.alpha_ = np.asarray(state.alpha)[:, :M].T.astype(np.float32)
+        self.beta_ = np.where(self.u_, np.asarray(state.beta)[:M], 0.0).astype(np.float32)
+        self.beta0_ = np.asarray(data.beta0).astype(np.float32)
+        x = np.asarray(state.x)[:M]
+        top = []
+        for j in range(M):
+            idx = np.flatnonzero(~self.u_[j])
+            idx = idx[np.argsort(-x[j, idx], kind="stable")][:SHARED_TOP]
+            top.append(np.concatenate([idx, np.full(SHARED_TOP - idx.size, -1)]))
+        self.shared_top_ = np.asarray(top, np.int32).reshape(M, SHARED_TOP)
+        self._set_components()
+
+    # ------------------------------------------------------------------ derived views
+    @property
+    def phi_(self):
+        """Effective word distribution of every topic, ``(N, M)``: ``u beta + (1 - u) beta0``."""
+        return np.where(self.u_, self.beta_, self.beta0_[None, :]).T
+
+    @property
+    def theta_(self):
+        return self.alpha_
+
+    @property
+    def m_bar_(self) -> float:
+        """Average number of topics per document, ``M-bar`` (2014 Table 1)."""
+        return float(self.v_.sum(0).mean())
+
+    @property
+    def n_bar_(self) -> float:
+        """Average number of topic-specific words per topic, ``N-bar`` (2014 Table 2)."""
+        return float(self.u_.sum(1).mean())
+
+    @property
+    def n_unique_(self) -> int:
+        """Words specific to at least one topic, ``N_unique`` (2014 Table 2)."""
+        return int(self.u_.any(0).sum())
+
+    @property
+    def frac_all_off_(self) -> float:
+        """Share of vocabulary words whose switches are off in every topic (2020 sec. 4.4)."""
+        return float((~self.u_.any(0)).mean())
+
+    def top_specific_words(self, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable topic-specific words of every topic (2014 Table 3)."""
+        self._check_fitted()
+        out = []
+        for j in range(self.u_.shape[0]):
+            idx = np.flatnonzero(self.u_[j])
+            idx = idx[np.argsort(-self.beta_[j, idx], kind="stable")][:n]
+            out.append([self.vocab_[i] for i in idx])
+        return out
+
+    def top_shared_words(self, n: int = 10) -> list[list[str]]:
+        """The ``n`` (at most 50) shared words (switch off) that each topic generates most (2014
+        Table 3), ranked by their expected count under the topic at the end of the fit, ``x_jn``
+        of eq. 9 (``sum_d alpha_jd v_jd n_dn beta0_n / p_dn``)."""
+        self._check_fitted()
+        return [[self.vocab_[i] for i in row[row >= 0][:n]] for row in np.asarray(self.shared_top_)]
+
+    # ------------------------------------------------------------------ new documents
+    def _infer(self, corpus: Corpus):
+        data = prepare(corpus, block_tokens=self.block_tokens)
+        B = jnp.asarray(self.phi_, jnp.float32)
+        return data, B, infer_alpha(data, B, int(self.transform_iter))
+
+    def transform(self, X):
+        """Topic proportions of documents with every topic allowed (2014 sec. 7), ``(n_docs, M)``."""
+        corpus = self._new_corpus(X)
+        _, _, a = self._infer(corpus)
+        return np.asarray(a)
+
+    def log_likelihood(self, X, alpha=None) -> float:
+        """Log-likelihood (5) of corpus ``X`` in float64; proportions ``alpha`` ``(M, n_docs)`` or
+        estimated with every topic allowed."""
+        corpus = self._new_corpus(X)
+        data = prepare(corpus, block_tokens=self.block_tokens)
+        B = jnp.asarray(self.phi_, jnp.float32)
+        a = infer_alpha(data, B, int(self.transform_iter)) if alpha is None else jnp.asarray(np.asarray(alpha).T, jnp.float32)
+        return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
+
+    def heldout_log_likelihood(self, observed, heldout) -> float:
+        """Document completion (2014 eq. 32): proportions from ``observed`` with every topic allowed,
+        log-likelihood of ``heldout`` (the same documents), summed in float64."""
+        obs = self._new_corpus(observed)
+        held = self._new_corpus(heldout)
+        if obs.n_docs != held.n_docs:
+            raise ValueError(f"observed has {obs.n_docs} documents but heldout has {held.n_docs}")
+        _, B, a = self._infer(obs)
+        data = prepare(held, block_tokens=self.block_tokens)
+        return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
+
+    def completion_log_likelihood(self, X, *, protocol: str = "words", seed: int = 0):
+        """Split every document of ``X`` (``Corpus.completion_split``) and return ``(held-out
+        log-likelihood, number of held-out tokens)``.  Documents too short to be split (fewer
+        than 2 tokens, or 2 distinct words for ``protocol="words"``) are an error naming the first."""
+        corpus = self._new_corpus(X)
+        check_completion(corpus, protocol)
+        obs, held = corpus.completion_split(protocol, seed=seed)
+        return self.heldout_log_likelihood(obs, held), held.n_tokens
+
+    # ------------------------------------------------------------------ persistence
+    @classmethod
+    def load(cls, path, **params):
+        model = super().load(path, **params)
+        for name in ("u_", "v_"):
+            if hasattr(model, name):
+                setattr(model, name, np.asarray(getattr(model, name)).astype(bool))
+        return model
+
+
+def check_completion(corpus: Corpus, protocol: str = "words") -> None:
+    """Raise a ``ValueError`` naming the first document that document completion cannot split."""
+    if protocol == "words":
+        n = np.diff(corpus.doc_offsets)
+        what = "distinct word(s)"
+    else:
+        n = corpus.doc_lengths
+        what = "token(s)"
+    short = np.flatnonzero(n < 2)
+    if short.size:
+        d = int(short[0])
+        raise ValueError(
+            f"document {d} has {int(n[d])} {what}: document completion needs at least 2 "
+            f"({short.size} such document(s)); drop them first, e.g. corpus.subset(keep)"
+        )

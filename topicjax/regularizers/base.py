@@ -1,0 +1,550 @@
+"""The regularizer protocol: one pytree type that every fit path accepts the same way.
+
+A regularizer is, to a researcher, a plain differentiable function ``R(phi, theta) -> scalar`` of
+the stochastic matrices Φ (W x T) and Θ (T x D); the EM family maximises ``L + Σ_i τ_i R_i``
+(ARTM eq. 13) and takes the M-step terms ``φ ∂R/∂φ``, ``θ ∂R/∂θ`` of Theorem 2 from ``jax.grad``.
+Whatever is given -- a plain function, a pool member (:mod:`topicjax.regularizers`), a pair
+``(R, tau)``, a list of those, a weighted sum ``2.0 * R1 + R2`` or a :class:`Regularizer` --
+:func:`as_regularizer` turns it into ONE type, :class:`Regularizer`: an ``equinox.Module``
+holding a tuple of :class:`Term`\\ s.  Each term carries
+
+* ``fn(phi, theta, params) -> scalar`` (static: it is the traced code),
+* ``params``: the data the criterion needs (labels, links, seed words, corpus statistics) as a
+  pytree of arrays -- passed explicitly, never closed over, so it does not bake into compiled
+  code and refits with other data of the same shapes reuse it,
+* ``coef``: its coefficient, a :class:`~topicjax.regularizers.schedules.Schedule` whose numbers
+  are leaves (traced: changing τ never recompiles, a grid of τ is vmapped, and a fit can be
+  differentiated with respect to τ),
+* metadata: a name for messages, whether τ must be >= 0, which matrices it reads, whether its
+  data is about particular training documents, an optional ``update`` re-estimating its
+  parameters after every pass (eq. 38-39; rate-controlled sparsing), a JSON ``spec`` to rebuild
+  it when a model is loaded.
+
+Pool members hold a ``binder(ctx: Context) -> params`` run when a model is fitted (topic names,
+document ids and corpus statistics are resolved then, with clear errors).  Every entry point
+(``ARTM.fit``, ``fit_many``, ``transform``, :func:`topicjax.scale.online.fit_online`,
+:func:`topicjax.scale.distributed.fit`, the tuner) calls :func:`as_regularizer` and then
+:meth:`Regularizer.bind`.
+
+>>> import jax.numpy as jnp
+>>> from topicjax import regularizers as R
+>>> def decorrelate(phi, theta):
+...     s = phi.sum(1)
+...     return -(jnp.sum(s * s) - jnp.sum(phi * phi))
+>>> reg = R.combine((decorrelate, 1e4), R.sparse_theta() * 0.5)
+>>> reg.names
+('decorrelate', 'sparse_theta')
+>>> [round(float(c(1)), 2) for c in reg.coefs]
+[10000.0, 0.5]
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.persistence import jsonable
+from topicjax.regularizers.schedules import Constant, Schedule, Table, as_schedule, check_values, is_number
+
+__all__ = ["Context", "Term", "Regularizer", "as_regularizer", "combine", "custom", "register", "from_spec",
+           "REGISTRY", "LABELS_MODALITY", "PlainFunction"]
+
+#: Name of the modality that holds the class rows (Ψ) of a model with classes (ARTM Theorem 3).
+LABELS_MODALITY = "@labels"
+
+
+# ----------------------------------------------------------------------------- binding context
+@dataclass(frozen=True)
+class Context:
+    """What a regularizer may need to know about the model it is bound to.
+
+    ``n_words`` counts every row of Φ (all modalities, then the classes); ``row_modality`` gives
+    the modality index of each row and ``modality_names`` their names (the class rows, if any,
+    belong to :data:`LABELS_MODALITY`).  ``doc_lengths`` are the token counts n_d of the
+    documents (unweighted).  ``phase`` is ``"fit"`` or ``"transform"`` (inference for new
+    documents: regularizers with per-document data are dropped and learned parameters, such as
+    the μ, Σ of :func:`~topicjax.regularizers.correlated_topics`, come from ``fitted``).
+    """
+
+    n_words: int
+    n_topics: int
+    n_docs: int
+    topic_names: tuple = ()
+    background: tuple = ()
+    doc_lengths: np.ndarray | None = None
+    corpus: Any = None
+    row_modality: np.ndarray | None = None
+    modality_names: tuple = ()
+    class_names: tuple = ()
+    class_freq: np.ndarray | None = None
+    phase: str = "fit"
+    fitted: Mapping | None = None
+
+    def __post_init__(self):
+        if not self.topic_names:
+            object.__setattr__(self, "topic_names", tuple(f"topic_{i}" for i in range(self.n_topics)))
+        if self.row_modality is None:
+            object.__setattr__(self, "row_modality", np.zeros(self.n_words, np.int32))
+            object.__setattr__(self, "modality_names", ("words",))
+
+    @classmethod
+    def build(cls, corpus, n_topics: int, *, background=(), topic_names=None, **kw) -> "Context":
+        """Context of a single-modality model of ``corpus`` (handy for using the pool directly)."""
+        return cls(
+            n_words=corpus.n_words, n_topics=n_topics, n_docs=corpus.n_docs,
+            topic_names=tuple(topic_names or ()), background=tuple(background),
+            doc_lengths=np.asarray(corpus.doc_lengths, np.float64), corpus=corpus, **kw,
+        )
+
+    @property
+    def word_rows(self) -> np.ndarray:
+        """Boolean mask of the rows of Φ that are words (not classes)."""
+        if LABELS_MODALITY in self.modality_names:
+            return self.row_modality != self.modality_names.index(LABELS_MODALITY)
+        return np.ones(self.n_words, bool)
+
+    @property
+    def class_rows(self) -> np.ndarray:
+        """Indices of the class rows (Ψ) of Φ; empty without classes."""
+        if LABELS_MODALITY not in self.modality_names:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.row_modality == self.modality_names.index(LABELS_MODALITY))
+
+    @property
+    def vocab(self) -> tuple:
+        if self.corpus is not None:
+            return tuple(self.corpus.vocab)
+        return tuple(f"w{i}" for i in range(self.n_words))
+
+
+# ----------------------------------------------------------------------------- terms
+def _n_positional(fn) -> int:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return 2
+    n = 0
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            return 99
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+            n += 1
+    return n
+
+
+class PlainFunction:
+    """``fn(phi, theta, params)`` calling a plain ``R(phi, theta)``; equal (and hashing equal)
+    for the same ``R``, so coercing one function twice reuses the compiled step."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, phi, theta, params=None):
+        return self.fn(phi, theta)
+
+    def __eq__(self, other):
+        return isinstance(other, PlainFunction) and other.fn is self.fn
+
+    def __hash__(self):
+        return hash((PlainFunction, id(self.fn)))
+
+    def __repr__(self):
+        return f"PlainFunction({getattr(self.fn, '__name__', self.fn)!r})"
+
+
+class Term(eqx.Module):
+    """One term ``coef(iteration) * fn(phi, theta, params)`` of a :class:`Regularizer`."""
+
+    fn: Callable = eqx.field(static=True)
+    params: Any
+    coef: Schedule
+    name: str = eqx.field(static=True)
+    binder: Callable | None = eqx.field(static=True, default=None)
+    update: Callable | None = eqx.field(static=True, default=None)
+    nonnegative: bool = eqx.field(static=True, default=False)
+    uses_phi: bool = eqx.field(static=True, default=True)
+    uses_theta: bool = eqx.field(static=True, default=True)
+    per_document: bool = eqx.field(static=True, default=False)
+    update_in_transform: bool = eqx.field(static=True, default=False)
+    learned: tuple = eqx.field(static=True, default=())
+    spec_json: str | None = eqx.field(static=True, default=None)
+    bound: bool = eqx.field(static=True, default=True)
+    keep_one: bool = eqx.field(static=True, default=False)
+
+    @property
+    def spec(self) -> dict | None:
+        return None if self.spec_json is None else json.loads(self.spec_json)
+
+    @property
+    def is_plain(self) -> bool:
+        return isinstance(self.fn, PlainFunction)
+
+    def value(self, phi, theta, params=None):
+        """``fn`` (without the coefficient) with ``params`` (default: the term's own)."""
+        return self.fn(phi, theta, self.params if params is None else params)
+
+    def bind(self, ctx: Context) -> "Term | None":
+        """A copy with its data computed for ``ctx`` (``None`` when it does not apply when
+        inferring Θ of new documents: Φ-only and per-document terms)."""
+        if ctx.phase == "transform" and (not self.uses_theta or self.per_document):
+            return None
+        params = self.params
+        if self.binder is not None:
+            try:
+                params = self.binder(ctx)
+            except ValueError as e:
+                raise ValueError(f"regularizer {self.name!r}: {e}") from None
+            if ctx.phase == "transform" and ctx.fitted:
+                params = {**params, **{k: np.asarray(v) for k, v in ctx.fitted.items() if k in self.learned}}
+        update = self.update if (ctx.phase != "transform" or self.update_in_transform) else None
+        # the binder is not part of the bound term: a refit with a new pool object of the same
+        # kind then has the same pytree structure and reuses the compiled step
+        return _replace(self, params=params, update=update, bound=True, binder=None)
+
+
+def _replace(term: Term, **changes) -> Term:
+    new = copy.copy(term)
+    for k, v in changes.items():
+        object.__setattr__(new, k, v)
+    return new
+
+
+# ----------------------------------------------------------------------------- the one type
+class Regularizer(eqx.Module):
+    """A weighted sum ``Σ_i coef_i(iteration) R_i(phi, theta; params_i)`` (ARTM eq. 13).
+
+    Callable as ``R(phi, theta)`` (the value at iteration 1, with its own data; an unbound pool
+    member is bound to a minimal context first).  ``R1 + R2`` and :func:`combine` concatenate;
+    ``tau * R`` multiplies every coefficient by a number (or sets a schedule on a one-term
+    regularizer); :meth:`with_coefs` replaces the coefficients.
+    """
+
+    terms: tuple
+
+    def __init__(self, terms=()):
+        terms = tuple(terms)
+        for t in terms:
+            if not isinstance(t, Term):
+                raise TypeError(f"Regularizer terms must be Term objects, got {type(t).__name__}")
+        self.terms = _unique_names(terms)
+
+    # -- views
+    @property
+    def names(self) -> tuple:
+        return tuple(t.name for t in self.terms)
+
+    @property
+    def coefs(self) -> tuple:
+        return tuple(t.coef for t in self.terms)
+
+    @property
+    def params(self) -> tuple:
+        return tuple(t.params for t in self.terms)
+
+    @property
+    def on_host(self) -> bool:
+        """Some coefficient depends on the score history (evaluated on the host every iteration)."""
+        return any(t.coef.on_host for t in self.terms)
+
+    def __len__(self):
+        return len(self.terms)
+
+    def __repr__(self):
+        inner = ", ".join(f"{t.name}*{t.coef!r}" for t in self.terms)
+        return f"Regularizer({inner})"
+
+    # -- evaluation
+    def coef_values(self, iteration):
+        """The coefficients at ``iteration`` (traced), shape ``(n_terms,)``."""
+        if not self.terms:
+            return jnp.zeros((0,))
+        return jnp.stack([jnp.asarray(t.coef(iteration), jnp.float32).astype(jnp.result_type(float)) for t in self.terms])
+
+    def penalty(self, phi, theta, params=None, iteration=1, *, keep_one=None):
+        """``Σ_i coef_i(iteration) R_i(phi, theta; params_i)`` with ``params`` (a tuple, one
+        pytree per term; default: the terms' own); ``keep_one`` True/False: only the terms that
+        do / do not promise never to empty a column (rate-controlled sparsing)."""
+        params = self.params if params is None else params
+        dtype = jnp.result_type(phi)
+        total = jnp.zeros((), dtype)
+        for t, p in zip(self.terms, params):
+            if keep_one is not None and t.keep_one != keep_one:
+                continue
+            total = total + jnp.asarray(t.coef(iteration), dtype) * jnp.asarray(t.fn(phi, theta, p), dtype)
+        return total
+
+    @property
+    def keeps_one(self) -> bool:
+        """Some term promises never to empty a column (see :func:`topicjax.core.mstep.regularized_counts`)."""
+        return any(t.keep_one for t in self.terms)
+
+    def __call__(self, phi, theta, iteration=1):
+        reg = self
+        if not all(t.bound for t in self.terms):
+            reg = self.bind(Context(n_words=phi.shape[0], n_topics=phi.shape[1], n_docs=theta.shape[1]))
+        return reg.penalty(phi, theta, iteration=iteration)
+
+    def check(self, phi, theta, params=None, where: str = "on the initial model") -> None:
+        """Evaluate every term once at ``phi``, ``theta`` (clamped at EPS, as the M-step does): a
+        clear error naming the term for an exception, a non-scalar or non-float value, or a
+        non-finite value or gradient -- before the long computation."""
+        from topicjax.core.mstep import EPS
+
+        phi_c, theta_c = jnp.maximum(phi, EPS), jnp.maximum(theta, EPS)
+        params = self.params if params is None else params
+        for t, p in zip(self.terms, params):
+            try:
+                val = t.fn(phi_c, theta_c, p)
+            except Exception as e:  # user code: say which regularizer failed
+                raise ValueError(f"regularizer {t.name!r} failed {where}: {type(e).__name__}: {e}") from e
+            shape = jnp.shape(val)
+            if shape != ():
+                raise ValueError(f"regularizer {t.name!r} returned an array of shape {shape}; "
+                                 "a regularizer must return a scalar")
+            if not jnp.issubdtype(jnp.result_type(val), jnp.floating):
+                raise ValueError(f"regularizer {t.name!r} returned dtype {jnp.result_type(val)}; it must be a float")
+            if not bool(jnp.isfinite(val)):
+                raise ValueError(f"regularizer {t.name!r} returned {float(val)} {where} "
+                                 "(it must be finite where phi, theta >= EPS)")
+            try:
+                g_phi, g_theta = jax.grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
+            except Exception as e:
+                raise ValueError(f"regularizer {t.name!r} is not differentiable: {type(e).__name__}: {e}") from e
+            for what, g in (("phi", g_phi), ("theta", g_theta)):
+                if not bool(jnp.all(jnp.isfinite(g))):
+                    raise ValueError(f"regularizer {t.name!r} has a non-finite gradient in {what} {where}")
+
+    # -- building
+    def bind(self, ctx: Context) -> "Regularizer":
+        """Every term bound to ``ctx`` (terms that do not apply in ``"transform"`` dropped)."""
+        out = [t.bind(ctx) for t in self.terms]
+        return Regularizer([t for t in out if t is not None])
+
+    def cast(self, dtype) -> "Regularizer":
+        """The data (floating arrays) in ``dtype``; integer arrays stay as they are."""
+
+        def conv(x):
+            if isinstance(x, (np.ndarray, jnp.ndarray, np.generic)) and jnp.issubdtype(jnp.result_type(x), jnp.floating):
+                return jnp.asarray(x, dtype)
+            if isinstance(x, (np.ndarray, np.generic)):
+                return jnp.asarray(x)
+            return x
+
+        return Regularizer([_replace(t, params=jax.tree.map(conv, t.params)) for t in self.terms])
+
+    def with_coefs(self, coefs) -> "Regularizer":
+        """The same terms with coefficients ``coefs`` (numbers or schedules, one per term)."""
+        coefs = list(coefs)
+        if len(coefs) != len(self.terms):
+            raise ValueError(f"{len(coefs)} coefficients for {len(self.terms)} regularizers {list(self.names)}")
+        return Regularizer([_replace(t, coef=as_schedule(c)) for t, c in zip(self.terms, coefs)])
+
+    def resolve(self, n_iter: int) -> "Regularizer":
+        """Tabulate host functions of the iteration alone for ``1 .. n_iter`` and check every
+        coefficient there: NaN/inf, or negative where the term requires τ >= 0, is an error
+        naming the regularizer and the iteration (before any computation)."""
+        terms = []
+        for t in self.terms:
+            coef = t.coef
+            if coef.on_host and not coef.with_history:
+                try:
+                    coef = Table(coef.values(n_iter))
+                except Exception as e:
+                    raise ValueError(f"schedule of regularizer {t.name!r} failed: {e}") from e
+            if not coef.on_host:
+                check_values(coef.values(n_iter), t.name, t.nonnegative)
+            terms.append(_replace(t, coef=coef))
+        return Regularizer(terms)
+
+    def set_host_values(self, iteration: int, history) -> "Regularizer":
+        """Coefficients of the score history evaluated for ``iteration`` (checked)."""
+        if not self.on_host:
+            return self
+        terms = []
+        for t in self.terms:
+            if t.coef.on_host:
+                try:
+                    v = t.coef.evaluate(iteration, history)
+                except Exception as e:
+                    raise ValueError(f"schedule of regularizer {t.name!r} failed at iteration {iteration}: {e}") from e
+                check_values(np.asarray([v]), t.name, t.nonnegative, iteration)
+                t = _replace(t, coef=eqx.tree_at(lambda c: c.value, t.coef, v))
+            terms.append(t)
+        return Regularizer(terms)
+
+    def __add__(self, other):
+        return combine(self, other)
+
+    def __radd__(self, other):
+        if other == 0:  # sum([...])
+            return self
+        return combine(other, self)
+
+    def __mul__(self, tau):
+        if isinstance(tau, Schedule) or callable(tau):
+            if len(self.terms) != 1:
+                raise ValueError("a schedule can multiply a regularizer of one term only; use with_coefs")
+            return self.with_coefs([tau])
+        if not is_number(tau) and not (hasattr(tau, "shape") and np.shape(tau) == ()):
+            return NotImplemented
+        return Regularizer([_replace(t, coef=_scaled(t.coef, tau)) for t in self.terms])
+
+    __rmul__ = __mul__
+
+
+def _scaled(coef: Schedule, tau) -> Schedule:
+    if isinstance(coef, Constant):
+        return Constant(coef.value * tau)
+    return _ScaledSchedule(coef, tau)
+
+
+class _ScaledSchedule(Schedule):
+    inner: Schedule
+    factor: Any
+
+    def __call__(self, iteration):
+        return self.factor * self.inner(iteration)
+
+    def spec(self):
+        return None
+
+
+def _unique_names(terms):
+    seen: dict = {}
+    out = []
+    for t in terms:
+        base = t.name.split("#")[0]
+        seen[base] = seen.get(base, 0) + 1
+        name = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        out.append(t if name == t.name else _replace(t, name=name))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- coercion
+def custom(fn: Callable, data: Any = None, *, name: str | None = None, nonnegative: bool = False,
+           uses_phi: bool = True, uses_theta: bool = True, per_document: bool = False,
+           update: Callable | None = None, learned: tuple = (), binder: Callable | None = None,
+           spec: dict | None = None, update_in_transform: bool = False, keep_one: bool = False) -> Regularizer:
+    """A regularizer from ``fn(phi, theta, data) -> scalar`` and its ``data`` (a pytree of arrays,
+    passed to the compiled step as an argument instead of being closed over).
+
+    ``binder(ctx) -> data`` computes the data when the model is fitted (pool members);
+    ``update(phi, theta, data, tau) -> data`` re-estimates it after every EM pass.  ``keep_one``:
+    the M-step never lets this term empty a column of Φ or Θ (the largest entry of a column that
+    it would zero keeps its value without the term).  The other keywords are the metadata of
+    :class:`Term`.
+
+    >>> import jax.numpy as jnp
+    >>> from topicjax import regularizers as R
+    >>> def pull(phi, theta, target):            # stay near a target topic-word matrix
+    ...     return -jnp.sum((phi - target) ** 2)
+    >>> reg = R.custom(pull, jnp.zeros((5, 2)), name="pull")
+    >>> float(reg(jnp.ones((5, 2)) / 5, jnp.ones((2, 3)) / 2))
+    -0.4
+    """
+    if not callable(fn):
+        raise TypeError(f"a regularizer must be callable, got {type(fn).__name__}")
+    n = _n_positional(fn)
+    if n not in (3, 99):
+        raise TypeError(f"regularizer {name or getattr(fn, '__name__', fn)!r}: custom(fn, data) needs "
+                        f"fn(phi, theta, data); it takes {n} arguments")
+    term = Term(fn=fn, params=data, coef=Constant(1.0), name=name or getattr(fn, "__name__", type(fn).__name__),
+                binder=binder, update=update, nonnegative=nonnegative, uses_phi=uses_phi, uses_theta=uses_theta,
+                per_document=per_document, update_in_transform=update_in_transform, learned=tuple(learned),
+                spec_json=None if spec is None else json.dumps(jsonable(spec)), bound=binder is None,
+                keep_one=keep_one)
+    return Regularizer([term])
+
+
+def _from_plain(fn) -> Regularizer:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    n = _n_positional(fn)
+    if n not in (2, 99):
+        raise TypeError(f"regularizer {name!r} must take exactly two arguments (phi, theta), it takes {n}; "
+                        "for data use topicjax.regularizers.custom(fn(phi, theta, data), data)")
+    return Regularizer([Term(fn=PlainFunction(fn), params=None, coef=Constant(1.0), name=name)])
+
+
+def as_regularizer(item) -> Regularizer:
+    """THE coercion: ``None``, a :class:`Regularizer`, a plain ``R(phi, theta)``, a pair
+    ``(R, tau)`` (τ a number, a schedule or a function of the iteration), or a list/tuple of
+    those -> one :class:`Regularizer`.  A clear error for anything else (naming the position)."""
+    if item is None:
+        return Regularizer(())
+    if isinstance(item, Regularizer):
+        return item
+    if isinstance(item, (list, tuple)):
+        if len(item) == 2 and _is_coefficient(item[1]) and (callable(item[0]) or isinstance(item[0], Regularizer)):
+            return _pair(item)  # a single (R, tau) pair given on its own
+        parts = []
+        for i, x in enumerate(item):
+            try:
+                parts.append(_pair(x) if isinstance(x, (list, tuple)) else as_regularizer(x))
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"regularizers[{i}]: {e}") from None
+        return Regularizer([t for p in parts for t in p.terms])
+    if callable(item):
+        return _from_plain(item)
+    raise TypeError(f"a regularizer must be a callable R(phi, theta) -> scalar, a pair (R, tau) or a list of those, "
+                    f"got {item!r}")
+
+
+def _is_coefficient(x) -> bool:
+    return is_number(x) or isinstance(x, Schedule)
+
+
+def _pair(item) -> Regularizer:
+    if len(item) != 2:
+        raise ValueError(f"a regularizer entry must be R or a pair (R, tau), got {len(item)} elements")
+    reg, tau = item
+    if not (callable(reg) or isinstance(reg, Regularizer)) or isinstance(reg, (list, tuple)):
+        raise TypeError(f"the first element of (R, tau) must be a regularizer, got {reg!r}")
+    reg = as_regularizer(reg)
+    try:
+        coef = as_schedule(tau)
+    except TypeError as e:
+        names = list(reg.names)
+        raise ValueError(f"regularizer {names[0] if len(names) == 1 else names}: {e}") from None
+    if len(reg.terms) == 1:
+        return reg.with_coefs([coef])
+    return reg * tau if is_number(tau) else reg.with_coefs([coef] * len(reg.terms))
+
+
+def combine(*items) -> Regularizer:
+    """One :class:`Regularizer` from any number of regularizers, plain functions and
+    ``(R, tau)`` pairs: the weighted sum of eq. 13."""
+    return as_regularizer(list(items))
+
+
+# ----------------------------------------------------------------------------- registry
+#: factory name -> factory; :func:`from_spec` rebuilds saved regularizers from it.
+REGISTRY: dict[str, Callable] = {}
+
+
+def register(name: str | None = None):
+    """Decorator adding a regularizer factory to :data:`REGISTRY` (so saved models can rebuild
+    it).  The factory must accept JSON-decoded arguments (lists for tuples/arrays, string keys)."""
+
+    def deco(f):
+        REGISTRY[name or f.__name__] = f
+        return f
+
+    return deco
+
+
+def from_spec(spec: Mapping) -> Regularizer:
+    """Rebuild a pool regularizer from its ``spec`` (``{"factory": ..., "kwargs": ...}``)."""
+    name = spec.get("factory")
+    if name not in REGISTRY:
+        raise ValueError(f"unknown regularizer factory {name!r}; registered: {sorted(REGISTRY)}")
+    return REGISTRY[name](**spec.get("kwargs", {}))

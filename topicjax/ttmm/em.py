@@ -1,0 +1,101 @@
+"""Exact EM for TTMM (eq. 6-11) in log space, never building the J x K x W tensor Q (see
+:mod:`topicjax.ttmm`), and its algorithm for the drivers of :mod:`topicjax.core.driver`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from topicjax.core import driver, numerics
+from topicjax.core.layout import DocWordCounts
+from topicjax.ttmm.params import TTMMParams, random_params
+from topicjax.ttmm.sweeps import EPS, normalize_rows, theme_terms, word_sums
+
+__all__ = ["EMState", "em_init", "em_step", "em_step_impl", "ALGORITHM", "loglik_measure", "loglik_value",
+           "converged_double"]
+
+
+class EMState(NamedTuple):
+    """State of TTMM EM.  ``doc_loglik`` is log P(d) (eq. 3) of the parameters *before* the last
+    step (a by-product of its E-step; zeros before the first step)."""
+
+    params: TTMMParams
+    doc_loglik: Float[Array, " D"]
+    iteration: Int[Array, ""]
+
+
+def em_init(key, n_themes: int, n_components: int, n_words: int, n_docs: int, *, dtype=jnp.float32) -> EMState:
+    """Initial EM state from :func:`random_params` (depends on ``key`` only)."""
+    params = random_params(key, n_themes, n_components, n_words, dtype=dtype)
+    return EMState(params, jnp.zeros((n_docs,), dtype), jnp.zeros((), jnp.int32))
+
+
+def em_step_impl(state: EMState, data: DocWordCounts) -> EMState:
+    pi, tau, beta = state.params
+    n_docs, n_words = state.doc_loglik.shape[0], beta.shape[1]
+    # E-step: P_dj = P(h=j|d) (eq. 6) in log space.
+    A, log_joint, ll = theme_terms(state.params, data, n_docs)
+    P = jnp.exp(log_joint - ll[:, None])
+    # R_jw = Σ_d P_dj n_dw / A_jw: the only (J x W) quantity the Q-weighted sums need.
+    R = word_sums(P, data, n_words).T / jnp.maximum(A, EPS)
+    # M-step: numerators of eq. 8, 9-10, 11, each Q-contraction factored (module docstring).
+    n_j = P.sum(0)
+    n_jk = tau * (R @ beta.T)
+    n_kw = beta * (tau.T @ R)
+    pi_new = n_j / n_j.sum()
+    return EMState(
+        TTMMParams(pi_new, normalize_rows(n_jk, tau), normalize_rows(n_kw, beta)), ll, state.iteration + 1
+    )
+
+
+em_step = jax.jit(em_step_impl)
+em_step.__doc__ = """One EM iteration (E-step eq. 6-7, M-step eq. 8-11); ``(state, data) -> state``.
+
+Never builds the J x K x W tensor Q: see the module docstring for the factored sums.  The returned
+``doc_loglik`` is log P(d) of the input parameters, so L is non-decreasing along the returned
+states (EM's monotonicity).
+"""
+
+
+
+def loglik_measure(doc_loglik):
+    """L = Σ_d log P(d) as a double-float ``{"hi", "lo"}`` (float32 totals lose the small changes
+    EM makes; the pair keeps the exact sum of the float32 terms)."""
+    hi, lo = numerics.compensated_sum(doc_loglik)
+    return {"hi": hi, "lo": lo}
+
+
+def converged_double(old, new, tol):
+    """The relative-change rule on double-floats: ``|Δ| <= tol · |L|``."""
+    change = (new["hi"] - old["hi"]) + (new["lo"] - old["lo"])
+    return jnp.abs(change) <= tol * jnp.maximum(jnp.abs(new["hi"]), 1e-30)
+
+
+def loglik_value(m):
+    """The float32 value of a :func:`loglik_measure` (for histories and checks)."""
+    return m["hi"]
+
+
+def _step(state, args, static):
+    return em_step_impl(state, args[0])
+
+
+def _objective(state, args, static):
+    return loglik_measure(state.doc_loglik)
+
+
+def _record(state, args, static):
+    return loglik_measure(state.doc_loglik)
+
+
+def _health(state, static):
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state.params)]))
+    return finite, jnp.array(True)
+
+
+#: TTMM EM for the drivers: args ``(data,)``, the layout of :func:`topicjax.ttmm.sweeps.prepare`.
+ALGORITHM = driver.Algorithm(step=_step, objective=_objective, record=_record, health=_health,
+                             converged=converged_double, value=loglik_value)

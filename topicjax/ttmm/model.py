@@ -1,0 +1,274 @@
+"""The TTMM estimator (see :mod:`topicjax.ttmm` for the model and the solvers)."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.core import driver
+from topicjax.core.errors import NumericalError
+from topicjax.core.random import as_key
+from topicjax.data.corpus import Corpus
+from topicjax.estimator import TopicModelBase, check_int, host_array
+from topicjax.ttmm import em as ttmm_em
+from topicjax.ttmm import sgd
+from topicjax.ttmm.params import TTMMParams, random_params
+from topicjax.ttmm.sweeps import doc_log_likelihood, prepare, theme_posterior, token_topic_shares, topic_posterior
+
+__all__ = ["TTMM"]
+
+
+def _total(rec) -> float:
+    """A recorded double-float L in float64."""
+    return float(np.float64(rec["hi"]) + np.float64(rec["lo"]))
+
+
+_DEFAULT_OPTIMIZER = []
+
+
+def _default_optimizer():
+    """``optax.adam(0.05)``, made once (a new optimiser object would recompile the epoch)."""
+    if not _DEFAULT_OPTIMIZER:
+        import optax
+
+        _DEFAULT_OPTIMIZER.append(optax.adam(0.05))
+    return _DEFAULT_OPTIMIZER[0]
+
+
+def _check_solver(value, name):
+    if value not in ("em", "sgd"):
+        raise ValueError(f"{name} must be 'em' or 'sgd', got {value!r}")
+
+
+class TTMM(TopicModelBase):
+    """Theme Topic Mixture Model fitted by EM (eq. 6-11) or by SGD with an optax optimiser (eq. 12-15).
+
+    Parameters
+    ----------
+    n_themes: J, the number of themes (document clusters).
+    n_components: K, the number of topics.
+    solver: ``"em"`` (exact EM; the log-likelihood never decreases) or ``"sgd"`` (minibatch
+        gradient steps on the softmax logits with ``optimizer``; ``max_iter`` counts epochs).
+    optimizer: an ``optax.GradientTransformation`` for ``solver="sgd"``; default
+        ``optax.adam(0.05)``.  Not saved by :meth:`save` (pass it to :meth:`load`).
+    batch_size: documents per minibatch (SGD).
+    max_iter: EM iterations or SGD epochs.
+    tol: stop when the relative change of L between iterations/epochs falls below ``tol`` (0: never).
+    random_state: seed of the initial parameters and of the SGD document order.  The same seed
+        gives the same model on the same device (bits may differ between CPU and GPU).
+    chunk: non-zeros per chunk of the sparse sweeps (default: about 4M / J values per chunk).
+    progress: show a tqdm progress bar.
+
+    Fitted attributes: ``pi_`` (J,), ``tau_`` (J, K), ``beta_`` (K, W) (``phi_ = beta_.T``,
+    ``components_ = beta_``), ``theta_`` (K, D): P(t|d) of eq. 18 for the training documents,
+    ``loglik_history_`` (L of eq. 4 after 0, 1, ..., ``n_iter_`` iterations; float64 totals),
+    ``n_iter_``, ``vocab_``.
+
+    ``transform`` gives P(t|d) of eq. 18 (n_docs, K); ``predict_proba`` the theme posteriors P(h|d)
+    (eq. 6); ``predict`` the most likely theme; ``score_samples`` the exact log P(d) (eq. 3);
+    ``score`` their sum.
+    """
+
+    _saved_arrays = ("pi_", "tau_", "beta_", "theta_")
+    _saved_meta = ("loglik_history_", "history_", "n_iter_")
+    _unsaved_params = ("optimizer",)
+
+    def __init__(self, n_themes=10, n_components=10, *, solver="em", optimizer=None, batch_size=64,
+                 max_iter=100, tol=1e-6, random_state=0, chunk=None, progress=True):
+        self.n_themes = n_themes
+        self.n_components = n_components
+        self.solver = solver
+        self.optimizer = optimizer
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.chunk = chunk
+        self.progress = progress
+
+    _constraints = {
+        "n_themes": lambda v, n: check_int(v, n, 1),
+        "batch_size": lambda v, n: check_int(v, n, 1),
+        "solver": _check_solver,
+    }
+
+    # ---------------------------------------------------------------- checks
+    def _check_params(self):
+        self._validate_params()
+        if self.optimizer is not None:
+            if self.solver != "sgd":
+                raise ValueError("optimizer is only used by solver='sgd'; set solver='sgd' or optimizer=None")
+            if not (hasattr(self.optimizer, "init") and hasattr(self.optimizer, "update")):
+                raise ValueError(f"optimizer must be an optax GradientTransformation, got {type(self.optimizer).__name__}")
+        return int(self.n_themes), int(self.n_components)
+
+    # ---------------------------------------------------------------- fitting
+    def fit(self, X, y=None):
+        """Fit on a :class:`Corpus` or a (documents x words) count matrix (labels are ignored)."""
+        J, K = self._check_params()
+        corpus = self._train_corpus(X)
+        corpus.check_topics(K)
+        D, W = corpus.n_docs, corpus.n_words
+        data = prepare(corpus, J, self.chunk)
+        seed = self._seed()
+        if self.solver == "em":
+            state = ttmm_em.em_init(as_key(seed), J, K, W, D)
+            state, records = driver.run(ttmm_em.ALGORITHM, None, state, (data,), max_iter=int(self.max_iter),
+                                        tol=float(self.tol), progress=self.progress, desc="TTMM EM")
+            params = state.params
+            final = float(np.sum(host_array(doc_log_likelihood(params, data, D)).astype(np.float64)))
+            lls = [_total(r) for r in records] + [final]
+            self._set_history(records, lls[1:])
+        else:
+            params, lls, records = self._fit_sgd(corpus, data, as_key(seed), seed)
+            self._set_history(records, lls[1:])
+        self.pi_ = host_array(params.pi)
+        self.tau_ = host_array(params.tau)
+        self.beta_ = host_array(params.beta)
+        self.theta_ = host_array(topic_posterior(params, data, D)).T
+        self.loglik_history_ = [float(v) for v in lls]
+        self.n_iter_ = len(records)
+        self._set_components()
+        return self
+
+    def _set_history(self, records, objectives):
+        self.history_ = [{"iteration": r["iteration"], "objective": o, "seconds": r["seconds"]}
+                         for r, o in zip(records, objectives)]
+
+    def _fit_sgd(self, corpus: Corpus, data, key, seed):
+        import optax
+
+        J, K = int(self.n_themes), int(self.n_components)
+        D, W = corpus.n_docs, corpus.n_words
+        optimizer = self.optimizer if self.optimizer is not None else _default_optimizer()
+        params0 = random_params(key, J, K, W)
+        state = sgd.sgd_init(params0, optimizer, D)
+        state = state._replace(doc_loglik=doc_log_likelihood(params0, data, D))
+        ll0 = float(np.sum(host_array(state.doc_loglik).astype(np.float64)))
+        batch_size = min(int(self.batch_size), D)
+        capacity = sgd.batch_capacity(corpus, batch_size)
+        rng = np.random.default_rng(seed if isinstance(seed, (int, np.integer)) else 0)
+        n_real = []  # minibatches of every epoch, to name a failing step
+
+        def before(epoch, history):
+            batches = sgd.make_batches(corpus, rng.permutation(D), batch_size, capacity)
+            n_real.append(batches.mask.shape[0])
+            padded = -(-batches.mask.shape[0] // 8) * 8  # few distinct shapes: few compilations
+            return jax.tree.map(jnp.asarray, sgd.pad_batches(batches, padded)), data
+
+        def explain(s, args, epoch, reason):
+            failed = jax.jit(sgd.epoch_step, static_argnums=2)(s, args, (optimizer, D))
+            bad = int(failed.bad_step)
+            if bad < 0:
+                return "lower the learning rate or clip the gradients"
+            n_b = n_real[-1]
+            return (f"the optimizer produced non-finite parameters at step {bad + 1} (epoch {epoch}, minibatch "
+                    f"{bad - int(s.step) + 1} of {n_b}); lower the learning rate or clip the gradients")
+
+        try:
+            state, records = driver.run(sgd.ALGORITHM, (optimizer, D), state, None, max_iter=int(self.max_iter),
+                                        tol=float(self.tol), progress=self.progress, desc="TTMM SGD", before=before,
+                                        explain=explain)
+        except NumericalError as e:
+            raise NumericalError(f"TTMM SGD: {e.blame}", iteration=e.iteration, reason=e.reason, blame=e.blame,
+                                 state=e.state) from None
+        lls = [ll0] + [_total(r) for r in records]
+        if lls[-1] < lls[0]:
+            # a step too large can push logits so far that probabilities hit the clamp and the
+            # gradient vanishes: finite parameters, but a fit worse than its starting point
+            warnings.warn(
+                f"TTMM SGD: the log-likelihood decreased from {lls[0]:.6g} to {lls[-1]:.6g}; "
+                "the learning rate is probably too large", RuntimeWarning, stacklevel=3,
+            )
+        return sgd.params_from_logits(state.logits), lls, records
+
+    def fit_many(self, X, y=None, *, seeds=None, mode=None, batch_size=None, **kwargs) -> list:
+        """Many fits in one call: random restarts (``seeds``) of the EM solver run as one
+        compiled batch (:func:`topicjax.core.driver.run_many`; ``mode``, ``batch_size`` as there),
+        each equal to its separate :meth:`fit`; other settings (``n_topics``, ``params``, the SGD
+        solver) are fitted one after the other by :meth:`TopicModelBase.fit_many`."""
+        if kwargs or seeds is None or self.solver != "em":
+            return super().fit_many(X, y, seeds=seeds, mode=mode, **kwargs)
+        from topicjax.estimator import int_sequence
+
+        J, K = self._check_params()
+        seeds = int_sequence(seeds, "seeds", 0)
+        if not seeds:
+            raise ValueError("fit_many: no models")
+        corpus = self._train_corpus(X)
+        corpus.check_topics(K)
+        D, W = corpus.n_docs, corpus.n_words
+        data = prepare(corpus, J, self.chunk)
+        keys = jnp.stack([as_key(s, "seeds") for s in seeds])
+        states = jax.vmap(lambda k: ttmm_em.em_init(k, J, K, W, D))(keys)
+        finals, recs, n_done, status = driver.run_many(ttmm_em.ALGORITHM, None, states, (data,), batched=(False,),
+                                                       max_iter=int(self.max_iter), tol=float(self.tol), mode=mode,
+                                                       batch_size=batch_size)
+        recs = jax.tree.map(np.asarray, recs)
+        models = []
+        for g, seed in enumerate(seeds):
+            if int(status[g]) >= driver.NONFINITE:
+                raise NumericalError(f"TTMM fit_many (seed {seed}): non-finite parameters at iteration "
+                                     f"{int(n_done[g]) + 1}", iteration=int(n_done[g]) + 1, reason="nonfinite")
+            m = self._clone_with(random_state=seed)
+            m.vocab_, m.n_features_in_ = self.vocab_, self.n_features_in_
+            params = jax.tree.map(lambda a: a[g], finals.params)
+            n = int(n_done[g])
+            rows = [{"iteration": i + 1, "hi": recs["hi"][g, i], "lo": recs["lo"][g, i], "seconds": 0.0}
+                    for i in range(n)]
+            final = float(np.sum(host_array(doc_log_likelihood(params, data, D)).astype(np.float64)))
+            lls = [_total(r) for r in rows] + [final]
+            m._set_history(rows, lls[1:])
+            m.pi_, m.tau_, m.beta_ = (host_array(x) for x in params)
+            m.theta_ = host_array(topic_posterior(params, data, D)).T
+            m.loglik_history_ = [float(v) for v in lls]
+            m.n_iter_ = n
+            m._set_components()
+            models.append(m)
+        return models
+
+    # ---------------------------------------------------------------- inference
+    def _params(self) -> TTMMParams:
+        self._check_fitted()
+        return TTMMParams(jnp.asarray(self.pi_), jnp.asarray(self.tau_), jnp.asarray(self.beta_))
+
+    def _data(self, X):
+        corpus = self._new_corpus(X)
+        return corpus, prepare(corpus, len(self.pi_), self.chunk)
+
+    @property
+    def phi_(self) -> np.ndarray:
+        """β transposed, (W, K): the word-topic matrix in the orientation of the other models."""
+        return np.asarray(self.beta_).T
+
+    def transform(self, X) -> np.ndarray:
+        """Topic posteriors P(t|d) of eq. 18, ``(n_docs, n_components)`` (see :func:`topic_posterior`)."""
+        corpus, data = self._data(X)
+        return np.asarray(topic_posterior(self._params(), data, corpus.n_docs))
+
+    def topic_shares(self, X) -> np.ndarray:
+        """Expected topic shares of the documents' tokens, ``(n_docs, n_components)`` (see
+        :func:`token_topic_shares`)."""
+        corpus, data = self._data(X)
+        return np.asarray(token_topic_shares(self._params(), data, corpus.n_docs))
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Theme posteriors P(h|d) (eq. 6), ``(n_docs, n_themes)``."""
+        corpus, data = self._data(X)
+        return np.asarray(theme_posterior(self._params(), data, corpus.n_docs))
+
+    def predict(self, X) -> np.ndarray:
+        """The most likely theme of each document, ``(n_docs,)``."""
+        return np.argmax(self.predict_proba(X), axis=1)
+
+    def score_samples(self, X) -> np.ndarray:
+        """Exact log P(d) (eq. 3) of each document, float64 ``(n_docs,)``."""
+        corpus, data = self._data(X)
+        return np.asarray(doc_log_likelihood(self._params(), data, corpus.n_docs), np.float64)
+
+    def score(self, X, y=None) -> float:
+        """Log-likelihood L (eq. 4) of the documents, summed in float64."""
+        return float(np.sum(self.score_samples(X)))

@@ -1,0 +1,137 @@
+"""Sparse sweeps of TTMM over the non-zeros, in log space: log P(d | h=j) (eq. 2), the exact
+log P(d) (eq. 3), the posteriors of eq. 6 and 18, and the expected topic shares of the tokens."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from topicjax.core import layout
+from topicjax.core.estep import EPS
+from topicjax.core.layout import DocWordCounts
+from topicjax.data.corpus import Corpus
+from topicjax.ttmm.params import TTMMParams
+
+__all__ = ["prepare", "sparse_sums", "doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
+           "doc_log_likelihood", "theme_posterior", "topic_posterior", "token_topic_shares", "EPS"]
+
+#: Target number of gathered values per chunk (chunk x J): 4M floats = 16 MB.
+CHUNK_VALUES = 1 << 22
+
+
+def prepare(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocWordCounts:
+    """:func:`topicjax.core.layout.prepare` with a chunk size suited to J: each chunk gathers chunk x J values."""
+    if chunk is None:
+        chunk = int(np.clip(CHUNK_VALUES // max(int(n_themes), 1), 1024, layout.DEFAULT_CHUNK))
+    return layout.prepare(corpus, chunk)
+
+
+def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
+    """``N @ table`` (``by_doc``: row d is Σ_w n_dw table[w]) or ``Nᵀ @ table`` (row w is
+    Σ_d n_dw table[d]), chunk by chunk over the non-zeros (padding has count 0)."""
+
+    def body(acc, chunk):
+        d, w, n = chunk
+        dst, src = (d, w) if by_doc else (w, d)
+        return acc.at[dst].add(n[:, None] * table[src]), None
+
+    acc0 = jnp.zeros((n_out, table.shape[1]), table.dtype)
+    out, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
+    return out
+
+
+def doc_sums(table: Float[Array, "W X"], data: DocWordCounts, n_docs: int) -> Float[Array, "D X"]:
+    """``N @ table``: row d is Σ_w n_dw table[w]."""
+    return sparse_sums(table, data, n_docs, by_doc=True)
+
+
+def word_sums(table: Float[Array, "D X"], data: DocWordCounts, n_words: int) -> Float[Array, "W X"]:
+    """``Nᵀ @ table``: row w is Σ_d n_dw table[d]."""
+    return sparse_sums(table, data, n_words, by_doc=False)
+
+
+def safe_log(x):
+    return jnp.log(jnp.maximum(x, EPS))
+
+
+def theme_terms(params: TTMMParams, data: DocWordCounts, n_docs: int):
+    """``A = τβ`` (eq. 1), log π_j + log P(d|h=j) (eq. 2-3) as (D, J), and log P(d) (D,)."""
+    pi, tau, beta = params
+    A = tau @ beta
+    S = doc_sums(safe_log(A).T, data, n_docs)  # log P(d | h=j), eq. 2, never in linear space
+    log_joint = safe_log(pi)[None, :] + S
+    return A, log_joint, jax.nn.logsumexp(log_joint, axis=1)
+
+
+def normalize_rows(counts, fallback):
+    """Rows of ``counts`` normalised to sum to one; a row with no mass keeps ``fallback``'s row
+    (a theme no document belongs to any more keeps its topic mixture instead of becoming NaN)."""
+    s = counts.sum(axis=1, keepdims=True)
+    return jnp.where(s > 0, counts / jnp.where(s > 0, s, 1), fallback)
+
+
+# ============================================================================ inference
+def _doc_log_likelihood_impl(params: TTMMParams, data: DocWordCounts, n_docs: int) -> Float[Array, " D"]:
+    return theme_terms(params, data, n_docs)[2]
+
+
+def _theme_posterior_impl(params: TTMMParams, data: DocWordCounts, n_docs: int) -> Float[Array, "D J"]:
+    _, log_joint, ll = theme_terms(params, data, n_docs)
+    return jnp.exp(log_joint - ll[:, None])
+
+
+def _topic_posterior_impl(params: TTMMParams, data: DocWordCounts, n_docs: int) -> Float[Array, "D K"]:
+    pi, tau, beta = params
+    log_prior = safe_log(pi @ tau)  # Σ_j π_j τ_jk
+    log_words = doc_sums(safe_log(beta).T, data, n_docs)  # Σ_w n_dw log β_kw, (D, K)
+    return jax.nn.softmax(log_prior[None, :] + log_words, axis=1)
+
+
+def _token_topic_shares_impl(params: TTMMParams, data: DocWordCounts, n_docs: int) -> Float[Array, "D K"]:
+    pi, tau, beta = params
+    A, log_joint, ll = theme_terms(params, data, n_docs)
+    P = jnp.exp(log_joint - ll[:, None])
+    inv_a = (1.0 / jnp.maximum(A, EPS)).T  # (W, J)
+    beta_t = beta.T  # (W, K)
+
+    def body(acc, chunk):
+        d, w, n = chunk
+        # Σ_j P_dj Q_jkw = β_kw Σ_j (P_dj / A_jw) τ_jk: a (B, J) @ (J, K) product per chunk
+        v = ((P[d] * inv_a[w]) @ tau) * beta_t[w] * n[:, None]
+        return acc.at[d].add(v), None
+
+    acc0 = jnp.zeros((n_docs, tau.shape[1]), tau.dtype)
+    acc, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
+    return acc / jnp.maximum(acc.sum(1, keepdims=True), EPS)
+
+
+doc_log_likelihood = jax.jit(_doc_log_likelihood_impl, static_argnums=(2,))
+doc_log_likelihood.__doc__ = """Exact log P(d) of every document (eq. 3), ``(n_docs,)``, in log space.
+
+``log P(d) = logsumexp_j [log π_j + Σ_w n_dw log (τβ)_jw]``; cost O(nnz·J + JKW) — the paper's
+O(JK|d|) per document, with τβ shared by all documents.  ``data`` comes from :func:`prepare`.
+"""
+
+theme_posterior = jax.jit(_theme_posterior_impl, static_argnums=(2,))
+theme_posterior.__doc__ = """Theme posteriors P(h=j | d) (eq. 6), ``(n_docs, J)``: the soft clustering of documents."""
+
+topic_posterior = jax.jit(_topic_posterior_impl, static_argnums=(2,))
+topic_posterior.__doc__ = """Topic posteriors P(t=k | d) of eq. 18, ``(n_docs, K)``: the paper's document features.
+
+Eq. 18 defines ``P(t=k, d) = Π_w β_kw^{n_dw} Σ_j π_j τ_jk``: the topic is drawn once for the
+whole document.  Its sum over k is therefore not P(d) of eq. 3 (where every token draws its own
+topic), so dividing by eq. 3 as printed would not give a distribution (and, in linear space, would
+under- or overflow).  We normalise over k instead, in log space:
+``P(t=k|d) = softmax_k(log Σ_j π_j τ_jk + Σ_w n_dw log β_kw)``.  For long documents this is
+close to one-hot; see :func:`token_topic_shares` for a smoother alternative.
+"""
+
+token_topic_shares = jax.jit(_token_topic_shares_impl, static_argnums=(2,))
+token_topic_shares.__doc__ = """Expected share of a document's tokens drawn from each topic, ``(n_docs, K)``.
+
+``E[n_dk | d] / |d| = (1/|d|) Σ_w n_dw Σ_j P(h=j|d) Q_jkw`` with Q of eq. 7: the topic composition
+of the document under the exact posterior (not in the paper; offered as a model-consistent
+alternative to the eq. 18 features).  Q is never built: per chunk it is a (B, J) @ (J, K) product.
+"""
