@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from topicjax.core import kernels
 from topicjax.core.layout import DocWordCounts
 from topicjax.core.numerics import kahan_add
 
@@ -75,6 +76,11 @@ def expected_counts(
     gather/scatter kernel.  Results agree to float round-off; bits may differ between kernels,
     block sizes and backends.
 
+    On CPU the sliced E-step runs the fused, multi-threaded C++ kernel of
+    :mod:`topicjax.core.kernels` (one pass over each document's non-zeros; ``TOPICJAX_ESTEP``
+    selects it or this module's pure-JAX kernels, which accelerators always use); derivatives of
+    the counts themselves (second order) take their tangents from the pure-JAX kernel.
+
     Under ``jax.vmap`` over Φ and/or Θ (a batch of models on one corpus, e.g.
     ``ARTM.fit_grid``) the sliced kernel is not vmapped element by element: a batching rule
     (:func:`jax.custom_batching.custom_vmap`) lays the models side by side, Φ as (W, G, T) and Θ
@@ -109,9 +115,11 @@ def _counts_fn(need_phi: bool, need_theta: bool):
     def pack(ll, g_phi, g_theta):
         return (ll,) + ((g_phi,) if need_phi else ()) + ((g_theta,) if need_theta else ())
 
+    # kernels.estep_counts* run the fused C++ kernel on CPU (see topicjax.core.kernels) or the
+    # pure-JAX kernels given as `xla`.
     @jax.custom_batching.custom_vmap
     def counts(phi, theta, data):
-        return pack(*sliced_counts(phi, theta, data, need_phi, need_theta))
+        return pack(*kernels.estep_counts(phi, theta, data, need_phi, need_theta, xla=sliced_counts))
 
     @counts.def_vmap
     def counts_batched(axis_size, in_batched, phi, theta, data):
@@ -120,8 +128,8 @@ def _counts_fn(need_phi: bool, need_theta: bool):
         if data_b.word or data_b.piece_doc:
             # Models on different corpora layouts: no shared rows to gather, plain vmap.
             axes = (0 if phi_b else None, 0 if theta_b else None, jax.tree.map(lambda b: 0 if b else None, data_b))
-            out = jax.vmap(lambda p, t, d: pack(*sliced_counts(p, t, d, need_phi, need_theta)), in_axes=axes)(
-                phi, theta, data)
+            out = jax.vmap(lambda p, t, d: pack(*kernels.estep_counts(p, t, d, need_phi, need_theta, xla=sliced_counts)),
+                           in_axes=axes)(phi, theta, data)
             return out, (True,) * n_out
         G = axis_size
         if G == 1:  # a batch of one model: the single-model kernel and its layout
@@ -132,13 +140,26 @@ def _counts_fn(need_phi: bool, need_theta: bool):
         theta_w = (jnp.transpose(theta, (2, 0, 1)) if theta_b
                    else jnp.broadcast_to(theta.T[:, None], (theta.shape[1], G, theta.shape[0])))
         count = jnp.moveaxis(data.count, 0, -1) if data_b.count else data.count[..., None]
-        ll, g_phi, g_theta = sliced_counts_models(phi_w, theta_w, count, data, need_phi, need_theta)
+        ll, g_phi, g_theta = kernels.estep_counts_models(phi_w, theta_w, count, data, need_phi, need_theta,
+                                                         xla=sliced_counts_models)
         g_phi = jnp.moveaxis(g_phi, 1, 0) if need_phi else None
         g_theta = jnp.transpose(g_theta, (1, 2, 0)) if need_theta else None
         return pack(ll, g_phi, g_theta), (True,) * n_out
 
-    _COUNTS_FNS[key] = counts
-    return counts
+    # Derivatives of the counts themselves (second order: Hessian-vector products, reverse mode
+    # through EM steps) take their tangents from the pure-JAX kernel: custom_vmap has no
+    # reverse-mode rule and the C++ kernel no derivatives.  The values still come from `counts`.
+    @jax.custom_jvp
+    def counts_ad(phi, theta, data):
+        return counts(phi, theta, data)
+
+    @counts_ad.defjvp
+    def counts_jvp(primals, tangents):
+        xla = lambda p, t, d: pack(*sliced_counts(p, t, d, need_phi, need_theta))  # noqa: E731
+        return counts_ad(*primals), jax.jvp(xla, primals, tangents)[1]
+
+    _COUNTS_FNS[key] = counts_ad
+    return counts_ad
 
 
 def block_pieces(n_pieces: int, width: int, n_topics: int, itemsize: int, backend: str | None = None) -> int:
