@@ -3,13 +3,13 @@
 Samplers (plain LDA, fixed α and β, random start, the same training documents):
 
 * topicjax ``mode="parallel"``: documents in parallel with their own counts exact token by token,
-  word-topic counts refreshed between blocks (AD-LDA; :mod:`topicjax.lida.parallel`), with the
-  dense draw over the K topics (``mh_steps=0``) and with 2 Metropolis-Hastings steps of O(1)
-  proposals (``--mh-steps``);
+  word-topic counts refreshed between blocks (AD-LDA; :mod:`topicjax.lida.parallel`): the compiled
+  C++ kernel (:mod:`topicjax.lida.kernel`) with 1 and 2 threads, and the XLA sweep with the dense
+  draw over the K topics (``mh_steps=0``) and with 2 Metropolis-Hastings steps of O(1) proposals
+  (``--mh-steps``);
 * topicjax ``mode="exact"`` (the sequential reference; fewer sweeps, reported for its speed);
 * tomotopy ``LDAModel`` with 1 and 2 workers (``pip install tomotopy``; comparison only, never a
-  dependency of topicjax).  Our sweeps run in one process (XLA's CPU client): there is no
-  2-worker topicjax row; the worker rows of tomotopy say what a threaded kernel must reach.
+  dependency of topicjax).  Equal workers: kernel threads = tomotopy workers.
 
 Speed: the samplers are timed in alternating rounds of ``--sweeps`` sweeps (A, B, C, A, B, C ...,
 so that all see the same background load) and the median round is reported as tokens per second
@@ -74,9 +74,11 @@ def phi_of(n_wk, beta):
 
 
 class Ours:
-    """Our sampler, kept between timing rounds."""
+    """Our sampler, kept between timing rounds.  ``backend``: "ffi" (the compiled kernel of
+    topicjax.lida.kernel, ``threads`` threads) or "xla" (the XLA sweep)."""
 
-    def __init__(self, corpus, K, alpha, beta, mode, mh_steps, block_tokens, seed):
+    def __init__(self, corpus, K, alpha, beta, mode, mh_steps, block_tokens, seed, backend="xla", threads=1):
+        self.backend, self.threads = backend, threads
         self.corpus, self.alpha, self.beta = corpus, alpha, beta
         self.tokens = L.make_tokens(corpus, block_tokens=block_tokens)
         self.cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
@@ -88,6 +90,11 @@ class Ours:
         self.run(1)  # compile
 
     def run(self, sweeps):
+        from topicjax.lida import kernel
+
+        kernel.set_backend(self.backend)  # clears the compilation caches only when it changes
+        if self.backend == "ffi":
+            kernel.set_threads(self.threads)
         t0 = time.perf_counter()
         for _ in range(sweeps):
             self.done += 1
@@ -158,10 +165,21 @@ def main(argv=None):
     block = args.block_tokens or int(min(65536, max(1, -(-train.n_tokens // 16))))
     print(f"{name}: {train.n_docs} training docs, {train.n_tokens} tokens, {test.n_docs} test docs; K={args.k}; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    samplers = [
-        ("topicjax parallel, dense draw", lambda: Ours(train, args.k, args.alpha, args.beta, "parallel", 0, block, args.seed)),
-        (f"topicjax parallel, {args.mh_steps} MH steps",
-         lambda: Ours(train, args.k, args.alpha, args.beta, "parallel", args.mh_steps, block, args.seed)),
+    from topicjax.lida import kernel
+
+    samplers = []
+    if kernel.available():
+        for threads in (1, 2):
+            samplers.append((f"topicjax parallel, C++ kernel, threads={threads}",
+                             lambda t=threads: Ours(train, args.k, args.alpha, args.beta, "parallel", 0, block,
+                                                    args.seed, "ffi", t)))
+    else:
+        print(f"the compiled LIDA kernel is unavailable ({kernel.load_error()}): XLA sweeps only")
+    samplers += [
+        ("topicjax parallel, XLA, dense draw",
+         lambda: Ours(train, args.k, args.alpha, args.beta, "parallel", 0, block, args.seed, "xla")),
+        (f"topicjax parallel, XLA, {args.mh_steps} MH steps",
+         lambda: Ours(train, args.k, args.alpha, args.beta, "parallel", args.mh_steps, block, args.seed, "xla")),
     ]
     try:
         import tomotopy  # noqa: F401
@@ -183,7 +201,7 @@ def main(argv=None):
         med = float(np.median(times[label])) / args.sweeps
         rows.append((label, obj.done, train.n_tokens / med, med, heldout_logperp(obj.phi(), test, args.alpha)))
     if args.exact_sweeps:
-        obj = Ours(train, args.k, args.alpha, args.beta, "exact", 0, block, args.seed)
+        obj = Ours(train, args.k, args.alpha, args.beta, "exact", 0, block, args.seed, "xla")
         dt = obj.run(args.exact_sweeps) / args.exact_sweeps
         rows.append(("topicjax exact (sequential)", obj.done, train.n_tokens / dt, dt, float("nan")))
     lines = ["# LDA Gibbs sampling: topicjax vs tomotopy", "", f"Command: `{command}`", "",
@@ -196,10 +214,10 @@ def main(argv=None):
     for label, sw, tps, s, lp in rows:
         lines.append(f"| {label} | {sw} | {tps / 1e6:.2f} | {s:.4f} | {'—' if np.isnan(lp) else f'{lp:.4f}'} |")
     tp = {w: next((r[2] for r in rows if r[0] == f"tomotopy LDAModel, workers={w}"), None) for w in (1, 2)}
-    if tp[1]:
-        best = max(r[2] for r in rows if r[0].startswith("topicjax parallel"))
-        lines += ["", f"Ratio (fastest topicjax parallel / tomotopy): {best / tp[1]:.2f} against 1 worker, "
-                      f"{best / tp[2]:.2f} against 2 workers."]
+    ours = {w: next((r[2] for r in rows if r[0] == f"topicjax parallel, C++ kernel, threads={w}"), None) for w in (1, 2)}
+    if tp[1] and ours[1]:
+        lines += ["", f"Ratio at equal workers (topicjax C++ kernel / tomotopy): {ours[1] / tp[1]:.2f} with 1, "
+                      f"{ours[2] / tp[2]:.2f} with 2."]
     text = "\n".join(lines) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")

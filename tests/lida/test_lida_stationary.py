@@ -25,6 +25,7 @@ from scipy import stats
 
 from topicjax.data.corpus import Corpus
 from topicjax import lida as L
+from topicjax.lida import kernel
 from topicjax.lida.parallel import assign_parallel
 from topicjax.lida.state import pow2
 
@@ -117,13 +118,17 @@ def test_parallel_mh_sweep_leaves_the_posterior_invariant(mh_steps):
     assert _chi2_pvalue(zs, Z, post) > 1e-3
 
 
+@pytest.mark.parametrize("backend", ["xla", "ffi"])
 @pytest.mark.parametrize("variant", ["ftm", "sstm", "lida"])
 @pytest.mark.parametrize("blocks,block_tokens,lanes", [([[0], [1], [2]], 1, 1), ([[0, 1, 2]], 8, 2)])
-def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, block_tokens, lanes):
+def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, block_tokens, lanes, backend):
     """The token step of FTM, SSTM and LIDA with the masks Θ̄, Φ̄ held fixed: chains over the
     assignments allowed by the masks (θ̄_kd φ̄_vk = 1, eq. 35-37), each token drawn over its
     document's active-topic list, against the enumerated kernel; with one document per block the
-    kernel's stationary distribution is p(z | w, Θ̄, Φ̄) of (23)-(24)."""
+    kernel's stationary distribution is p(z | w, Θ̄, Φ̄) of (23)-(24).  Both backends: the XLA
+    sweep and the compiled CPU kernel (:mod:`topicjax.lida.kernel`)."""
+    if backend == "ffi" and not kernel.available():
+        pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
     K = 3
     tb = np.ones((3, K), bool)
     pb = np.ones((3, K), bool)
@@ -156,12 +161,39 @@ def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, bl
                                                                  theta_bar=tb_j, phi_bar=pb_j)
 
         def one(i, st):
-            z, n_dk, n_wk, n_k = assign_parallel(jax.random.fold_in(key, i), st, tokens, cfg, tb_j, pb_j, n_active)
+            k = jax.random.fold_in(key, i)
+            if backend == "ffi":
+                z, n_dk, n_wk, n_k = kernel.sweep_kernel(k, st, tokens, cfg, tb_j, pb_j)
+            else:
+                z, n_dk, n_wk, n_k = assign_parallel(k, st, tokens, cfg, tb_j, pb_j, n_active)
             return st._replace(z=z, n_dk=n_dk, n_wk=n_wk, n_k=n_k)
 
         return jax.lax.fori_loop(0, 5, one, st).z
 
+    if backend == "ffi":
+        kernel.use_kernel(cfg)  # registers the FFI target
     keys = jax.random.split(jax.random.key(7), n_chains)
     zs = np.asarray(jax.jit(jax.vmap(run))(jnp.asarray(z0, jnp.int32), keys))
     assert all(tb[DOC, zs[c]].all() and pb[WORD, zs[c]].all() for c in range(50))
     assert _chi2_pvalue(zs, Z, p5) > 1e-3
+
+
+def test_kernel_and_xla_sweeps_agree(small):
+    """The compiled kernel and the XLA sweep draw the same uniforms for the same tokens: from one
+    state and key their sweeps agree on nearly every token (float32 sums in another order can move
+    a draw across a boundary, after which that document's tokens follow other counts)."""
+    if not kernel.available():
+        pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
+    corpus, _ = small
+    for variant in ("lda", "lida"):
+        tokens = L.make_tokens(corpus, block_tokens=100)
+        cfg = L.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                       n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
+        st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+        kernel.use_kernel(cfg)
+        key = jax.random.key(5)
+        a = kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar)
+        b = assign_parallel(key, st, tokens, cfg, st.theta_bar, st.phi_bar, 8)
+        assert np.mean(np.asarray(a[0]) == np.asarray(b[0])) > 0.95
+        for x, y in zip(a[1:], b[1:]):  # counts follow the assignments in both
+            assert x.shape == y.shape and int(x.sum()) == int(y.sum())

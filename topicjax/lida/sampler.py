@@ -2,7 +2,8 @@
 
 * ``mode="parallel"`` (default): documents in parallel, each document's counts exact token by
   token, the shared n_vk and n_k refreshed between blocks of documents (the AD-LDA approximation;
-  :mod:`topicjax.lida.parallel`), over the documents' active topics only.
+  :mod:`topicjax.lida.parallel`), over the documents' active topics only; on CPU the compiled
+  kernel of :mod:`topicjax.lida.kernel` runs it when it is built (same state and semantics).
 * ``mode="exact"``: the exact sequential collapsed Gibbs sweep over all tokens (the reference): a
   ``lax.scan`` over tokens that removes the token from the counts, draws from the dense K_max-way
   conditional (35)-(38) and adds it back.
@@ -23,6 +24,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from . import kernel
 from .draw import inverse_cdf, mix32, uniform_from_bits
 from .masks import topic_step, word_step
 from .parallel import assign_parallel, denominator
@@ -189,30 +191,33 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config) -> State:
     :func:`~topicjax.lida.hyper.hyper_update`): topic activations, word activations and topic
     assignments in ``cfg.mode``."""
     cfg = _normalised(cfg)
-    if cfg.mode != "parallel" or not cfg.focused:
-        return _sweep_jit(state, key, tokens, cfg, 0)
+    ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
+    if cfg.mode != "parallel" or not cfg.focused or ffi:
+        return _sweep_jit(state, key, tokens, cfg, 0, ffi)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
     n_active = min(cfg.n_topics, max(32, pow2(int(jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32))))))
     masked = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(masked, key, tokens, cfg, n_active)
+    return _assign_jit(masked, key, tokens, cfg, n_active, False)
 
 
-@partial(jax.jit, static_argnames=("cfg", "n_active"))
-def _sweep_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int) -> State:
+@partial(jax.jit, static_argnames=("cfg", "n_active", "ffi"))
+def _sweep_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool) -> State:
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     state = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(state, key, tokens, cfg, n_active)
+    return _assign_jit(state, key, tokens, cfg, n_active, ffi)
 
 
-@partial(jax.jit, static_argnames=("cfg", "n_active"))
-def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int) -> State:
+@partial(jax.jit, static_argnames=("cfg", "n_active", "ffi"))
+def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool = False) -> State:
     k_z = jax.random.split(key, 3)[2]
     if cfg.mode == "exact":
         out = assign_exact(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     elif cfg.mode == "stale":
         out = assign_stale(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
+    elif ffi:  # the compiled CPU sweep: same state, same semantics
+        out = kernel.sweep_kernel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     else:
         out = assign_parallel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar, n_active)
     z, n_dk, n_wk, n_k = out
