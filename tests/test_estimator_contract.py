@@ -32,7 +32,7 @@ def fitted(corpus):
 
 BAD = [
     ("n_components", 0, r"n_components must be an integer >= 1, got 0"),
-    ("n_components", 2.5, r"n_components must be an integer, got 2.5"),
+    ("n_components", 2.5, r"n_components must be an integer >= 1, got 2.5"),
     ("max_iter", 0, r"max_iter must be an integer >= 1, got 0"),
     ("max_iter", -1, r"max_iter must be an integer >= 1, got -1"),
     ("tol", float("nan"), r"tol must be a finite number, got nan"),

@@ -13,67 +13,63 @@ keeps one contract, checked for all five families by ``tests/test_estimator_cont
   rows summing to 1 except topics removed from the model, which are zero), ``transform(X)`` and
   ``fit_transform`` (documents x topics), ``history_`` (one dict per iteration with at least
   ``iteration``, ``objective`` and ``seconds``), ``n_iter_``, ``vocab_``;
-* ``save(path)`` / ``load(path)`` (a folder: ``arrays.npz`` + ``meta.json``, written atomically);
+* every constructor parameter has a validator (:mod:`topicjax.core.validation`), run when
+  ``fit`` and ``fit_many`` start;
+* ``save(path)`` / ``load(path)`` (a folder: ``arrays.npz`` + ``meta.json``, written atomically;
+  ``load`` checks every field against ``_array_specs`` / ``_meta_specs`` and names the folder and
+  the field of the first that is wrong: :class:`~topicjax.persistence.SavedModelError`);
+* ``fit(X, checkpoint=DIR, checkpoint_every=N)``: progress saved every N iterations, a killed
+  fit resumed bit for bit (:mod:`topicjax.core.checkpoint`);
+* ``transform(X, empty_docs="keep" | "drop" | "error")``: documents without tokens get the topic
+  distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error; a
+  matrix ``X`` has no vocabulary (its columns are the model's words in ``vocab_`` order; only
+  the width is checked);
 * ``fit_many(X, seeds=..., n_topics=..., params=...)``: many fits in one call, each equal to its
   separate fit (a compiled batch for the EM families, sequential or threaded fits otherwise);
 * numerical failures raise :class:`~topicjax.core.errors.NumericalError`.
 
 Fitted matrices follow the papers (``phi_`` W x T, ``theta_`` T x D); the scikit-learn side uses
 rows for documents (``transform`` returns ``(n_docs, n_components)``).
+
+scikit-learn conformance (``tests/test_sklearn.py``; the module docstring there lists which of
+scikit-learn's estimator checks pass and why the others do not apply):
+
+* inputs: a :class:`~topicjax.data.Corpus`, a dense or scipy.sparse count matrix (validated as
+  scikit-learn validates: NaN, inf, complex, empty or 1-d input, negative values, a wrong number
+  of columns after fitting are ``ValueError`` s in scikit-learn's words), or a pandas DataFrame
+  whose column names become the vocabulary (``feature_names_in_``).  Counts are integers;
+  non-integer values are an error naming the document and word;
+* ``score(X)``: held-out log-likelihood per token by document completion (see :meth:`score`),
+  so ``GridSearchCV`` works without a ``scoring``; ``perplexity(X)`` = ``exp(-score(X))``;
+* ``get_feature_names_out()``: the names of the topics (``transform``'s columns), so
+  ``set_output(transform="pandas")`` works;
+* the vocabulary of a preceding vectorizer in a ``Pipeline``: scikit-learn's vectorizers return
+  sparse matrices, which carry no column names, so wrap the vectorizer in
+  :class:`topicjax.data.CorpusVectorizer` (its output is a Corpus with the vectorizer's
+  vocabulary), or give a DataFrame with word columns; a model fitted on a bare matrix has the
+  placeholder words ``w0, w1, ...`` and :meth:`top_words` warns about it;
+* ``partial_fit`` where online learning exists (ARTM and PLSA: :mod:`topicjax.artm.partial`).
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.exceptions import NotFittedError
 
 from topicjax.core.random import check_random_state, fresh_seed
+from topicjax.core.validation import check_int, check_number, int_sequence, integer, number
 from topicjax.data.corpus import Corpus
-from topicjax.persistence import load_folder, save_folder
+from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, save_folder
 
-__all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array"]
+__all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array",
+           "SCORE_SEED", "completion_corpus", "is_placeholder_vocab"]
 
-
-# ----------------------------------------------------------------------------- validation
-def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as an int in ``[low, high]``; a ``ValueError`` in one shape otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        rng = f">= {low}" if high is None else (f"in [{low}, {high}]" if low is not None else f"<= {high}")
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
-    return int(value)
-
-
-def check_number(value, name: str, low: float | None = None, high: float | None = None, *,
-                 low_open: bool = False) -> float:
-    """``value`` as a finite float in the range; a ``ValueError`` in one shape otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if (low is not None and (v < low or (low_open and v == low))) or (high is not None and v > high):
-        lo = "" if low is None else (f"> {low}" if low_open else f">= {low}")
-        hi = "" if high is None else f"<= {high}"
-        raise ValueError(f"{name} must be a number {' and '.join(x for x in (lo, hi) if x)}, got {value!r}")
-    return v
-
-
-def int_sequence(values, name: str, low: int) -> list[int]:
-    """``values`` as a list of Python ints, each ``>= low`` (seeds, numbers of topics of a batch
-    of models); a clear ``ValueError`` naming the first bad entry otherwise."""
-    if isinstance(values, (str, bytes)) or np.ndim(values) != 1:
-        raise ValueError(f"{name} must be a one-dimensional sequence of integers, got {values!r}")
-    kind = "a non-negative" if low == 0 else ("a positive" if low == 1 else f"an >= {low}")
-    out = []
-    for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must hold integers >= {low}: {name}[{i}] = {v!r} is not {kind} integer")
-        out.append(int(v))
-    return out
+#: seed of the split of :meth:`TopicModelBase.score`: fixed, so that every model (every candidate
+#: of a grid search, whatever its ``random_state``) is scored on the same halves of the documents
+SCORE_SEED = 0
 
 
 def host_array(x) -> np.ndarray:
@@ -84,26 +80,56 @@ def host_array(x) -> np.ndarray:
     return np.asarray(x.addressable_shards[0].data)
 
 
-def as_corpus(X, vocab=None, *, what: str = "X") -> Corpus:
-    """Accept a Corpus, a scipy.sparse or dense ``(n_docs, n_words)`` count matrix (columns are
-    positional: a matrix has no vocabulary)."""
+def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> Corpus:
+    """Accept a Corpus, a scipy.sparse or dense ``(n_docs, n_words)`` count matrix.
+
+    A matrix has no vocabulary: its columns are positional, column ``j`` *is* word ``j`` of
+    ``vocab`` (of the model's ``vocab_`` for a fitted model), so a matrix whose columns are in
+    another order (another ``CountVectorizer``, a permutation) gives other topics without any
+    error: only its width can be checked.  Give a :class:`~topicjax.data.Corpus` (which carries
+    its words) or ``corpus.with_vocab(model.vocab_)`` when the order is not certain."""
     if isinstance(X, Corpus):
         return X
     import scipy.sparse as sp
 
     if sp.issparse(X):
-        return Corpus.from_sparse(X, vocab=vocab)
+        return Corpus.from_sparse(X, vocab=vocab, empty_docs=empty_docs)
     arr = np.asarray(X)
     if arr.ndim != 2:
         raise ValueError(f"{what} must be a Corpus or a (documents x words) matrix, got shape {arr.shape}")
-    return Corpus.from_dense(arr, vocab=vocab)
+    return Corpus.from_dense(arr, vocab=vocab, empty_docs=empty_docs)
+
+
+def is_placeholder_vocab(vocab) -> bool:
+    """Whether ``vocab`` is the placeholder vocabulary ``w0, w1, ...`` of a matrix without names."""
+    return len(vocab) > 0 and all(v == f"w{i}" for i, v in enumerate(vocab))
+
+
+def completion_corpus(corpus: Corpus, phi) -> Corpus:
+    """The documents of ``corpus`` that document completion can score under a model with word
+    distributions ``phi`` (W x T): without the tokens of words every topic gives probability
+    zero, and without the documents then left with fewer than 2 tokens.  A ``ValueError`` when
+    no document is left."""
+    phi = np.asarray(phi)
+    known = phi.sum(1) > 0
+    counts = np.where(known[corpus.word_ids], corpus.counts, 0)
+    if counts.sum() == 0:
+        raise ValueError("document completion: no token of X is of a word the model knows")
+    kept = Corpus.from_entries(corpus.doc_ids, corpus.word_ids, counts, vocab=corpus.vocab, n_docs=corpus.n_docs,
+                               modalities=corpus.modalities, modality_names=corpus.modality_names,
+                               empty_docs="drop")
+    long = np.flatnonzero(kept.doc_lengths >= 2)
+    if long.size == 0:
+        raise ValueError("document completion needs documents of at least 2 tokens (of words the model knows); "
+                         f"X has none among its {corpus.n_docs} document(s)")
+    return kept if long.size == kept.n_docs else kept.subset(long)
 
 
 #: the contract's parameters: name -> validator(value, name)
 _COMMON = {
-    "n_components": lambda v, n: check_int(v, n, 1),
-    "max_iter": lambda v, n: check_int(v, n, 1),
-    "tol": lambda v, n: check_number(v, n, 0.0),
+    "n_components": integer(1),
+    "max_iter": integer(1),
+    "tol": number(0.0),
     "random_state": check_random_state,
 }
 
@@ -115,50 +141,167 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
     _saved_meta: tuple[str, ...] = ()
     #: constructor parameters that cannot be stored as JSON (callables, optimisers); `load` takes them
     _unsaved_params: tuple[str, ...] = ()
-    #: extra validators of a family: parameter name -> validator(value, name)
+    #: validators of a family's own constructor parameters: name -> validator(value, name)
+    #: (:mod:`topicjax.core.validation`); with the common ones, every parameter has one
     _constraints: dict = {}
+    #: what ``load`` accepts: saved arrays (name -> :class:`~topicjax.persistence.ArraySpec`) and
+    #: metadata fields (name -> kind of :func:`~topicjax.persistence.check_meta`), those required
+    _array_specs: dict = {}
+    _meta_specs: dict = {}
+    _meta_required: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- parameters
     def _validate_params(self) -> None:
-        """Check every constrained parameter (one message shape for all estimators)."""
+        """Check every constructor parameter with its validator (the common ones of this module and
+        the family's ``_constraints``): ``ValueError("<name> must be ..., got <value>")``."""
         params = self.get_params(deep=False)
         for name, check in {**_COMMON, **self._constraints}.items():
             if name in params:
                 check(params[name], name)
 
-    def _seed(self):
+    def _seed(self, checkpoint=None):
         """The seed of this fit: ``random_state``, or for ``None`` a fresh one (kept in
-        ``seed_`` so that the fit can be repeated)."""
+        ``seed_`` so that the fit can be repeated; a resumed fit takes its checkpoint's)."""
         rs = check_random_state(self.random_state)
         if rs is None:
             rs = fresh_seed()
+        if checkpoint is not None:
+            rs = checkpoint.start(rs)
         self.seed_ = rs
         return rs
 
+    def _checkpoint_params(self) -> dict:
+        """The parameters that identify a fit in a checkpoint (``progress`` does not count;
+        families describe their callables here)."""
+        params = self.get_params(deep=False)
+        params.pop("progress", None)
+        return params
+
+    def _open_checkpoint(self, checkpoint, checkpoint_every, corpus, **extra):
+        """The :class:`~topicjax.core.checkpoint.Checkpoint` of this fit (``None`` without one)."""
+        from topicjax.core import checkpoint as ck
+
+        if checkpoint is None:
+            ck.open_checkpoint(None, checkpoint_every, {})
+            return None
+        identity = {"model": type(self).__name__, "params": ck.describe(self._checkpoint_params()),
+                    "corpus": ck.fingerprint(corpus), **ck.describe(extra)}
+        return ck.open_checkpoint(checkpoint, checkpoint_every, identity)
+
     # ---------------------------------------------------------------- inputs
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True  # counts
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = []  # topic proportions are float32 or float64, whatever X is
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "vocab_") and hasattr(self, "phi_")
+
+    def _as_corpus(self, X, *, reset: bool, method: str, empty_docs: str = "error") -> Corpus:
+        """``X`` as a Corpus.  A matrix is validated as scikit-learn validates inputs
+        (``validate_data``: NaN/inf/complex/empty/1-d, the number of columns after fitting, and
+        the column names of a DataFrame, kept in ``feature_names_in_``), then checked
+        non-negative; a DataFrame's column names are its vocabulary."""
+        if isinstance(X, Corpus):
+            if reset:
+                self.n_features_in_ = X.n_words
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
+            return X
+        from sklearn.utils.validation import check_non_negative, validate_data
+
+        shape = getattr(X, "shape", None)
+        if not reset and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} "
+                f"features as input: a matrix's columns must be the model's words, in the order of vocab_ (re-index "
+                "a Corpus with corpus.with_vocab(model.vocab_))")
+        M = validate_data(self, X, reset=reset, accept_sparse=("csr", "csc", "coo"), dtype="numeric")
+        check_non_negative(M, f"{type(self).__name__}.{method}")
+        names = getattr(self, "feature_names_in_", None)
+        vocab = [str(v) for v in names] if reset and names is not None else (None if reset else self.vocab_)
+        return as_corpus(M, vocab=vocab, empty_docs=empty_docs)
+
     def _train_corpus(self, X) -> Corpus:
-        corpus = as_corpus(X)
+        corpus = self._as_corpus(X, reset=True, method="fit")
         self.vocab_ = list(corpus.vocab)
         self.n_features_in_ = corpus.n_words
         return corpus
 
     def _new_corpus(self, X) -> Corpus:
-        """A corpus to transform/evaluate: same vocabulary as training (clear error otherwise)."""
+        """A corpus to transform/evaluate: same vocabulary as training, every document with
+        tokens (clear errors otherwise)."""
+        return self._new_docs(X, "error")[0]
+
+    def _new_docs(self, X, empty_docs: str = "error"):
+        """``(corpus, rows, n_rows)``: the documents of ``X`` that have tokens as a corpus over the
+        model's vocabulary, their rows in ``X`` (``None`` when every document has tokens) and the
+        number of rows of ``X``.  Documents without tokens are an error (``empty_docs="error"``)
+        or set aside (``"keep"``, ``"drop"``: see :meth:`_place_rows`)."""
+        from topicjax.core.validation import one_of
+        from topicjax.data.corpus import CorpusError
+
         self._check_fitted()
-        corpus = as_corpus(X, vocab=self.vocab_ if not isinstance(X, Corpus) else None)
-        if corpus.n_words != len(self.vocab_):
-            raise ValueError(
-                f"the corpus has {corpus.n_words} words but the model was fitted on {len(self.vocab_)}; "
-                "re-index it with corpus.with_vocab(model.vocab_) (a matrix's columns must be the model's words, "
-                "in the same order)"
-            )
-        if isinstance(X, Corpus) and tuple(self.vocab_) != corpus.vocab:
-            Corpus.check_same_vocab(Corpus.from_entries([], [], [], vocab=self.vocab_, n_docs=0), corpus)
-        return corpus
+        one_of("keep", "drop", "error")(empty_docs, "empty_docs")
+        W = len(self.vocab_)
+        mismatch = ("re-index it with corpus.with_vocab(model.vocab_) (a matrix has no vocabulary: its columns must be "
+                    "the model's words, in the same order)")
+        if isinstance(X, Corpus):
+            corpus = X
+            if corpus.n_words != W:
+                raise ValueError(f"the corpus has {corpus.n_words} words but the model was fitted on {W}; {mismatch}")
+            if tuple(self.vocab_) != corpus.vocab:
+                Corpus.check_same_vocab(Corpus.from_entries([], [], [], vocab=self.vocab_, n_docs=0), corpus)
+            n_rows = corpus.n_docs
+            empty = np.flatnonzero(corpus.doc_lengths == 0)
+        else:
+            corpus = self._as_corpus(X, reset=False, method="transform", empty_docs="drop")
+            n_rows = corpus.n_docs + int(corpus.dropped_docs.size)
+            empty = corpus.dropped_docs
+        if not empty.size:
+            return corpus, None, n_rows
+        if empty_docs == "error":
+            raise CorpusError(
+                f"document {int(empty[0])} of X has no tokens ({empty.size} such document(s)): nothing to infer its "
+                "topics from; transform(X, empty_docs='keep') gives such documents the topic distribution of no "
+                "evidence, empty_docs='drop' leaves them out")
+        rows = np.setdiff1d(np.arange(n_rows), empty)
+        if isinstance(X, Corpus):
+            corpus = corpus.subset(rows)
+        return corpus, rows, n_rows
+
+    def _no_evidence(self) -> np.ndarray:
+        """The topic distribution of a document without tokens, ``(n_components,)``: uniform over
+        the topics in the model (the families' inference starts there and no token moves it);
+        TTMM overrides it with its prior."""
+        alive = np.asarray(getattr(self, "topic_alive_", np.ones(int(self.n_components))), np.float64) > 0
+        return alive / alive.sum()
+
+    def _place_rows(self, values: np.ndarray, rows, n_rows: int, empty_docs: str) -> np.ndarray:
+        """``values`` (one row per document with tokens) as the result for all ``n_rows`` rows of
+        ``X``: documents without tokens get :meth:`_no_evidence` (``"keep"``) or no row (``"drop"``)."""
+        if rows is None or empty_docs == "drop":
+            return values
+        out = np.empty((n_rows, values.shape[1]), values.dtype)
+        out[:] = self._no_evidence().astype(values.dtype)
+        out[rows] = values
+        return out
+
+    def _transform_docs(self, X, empty_docs: str, infer) -> np.ndarray:
+        """``transform`` for every family: ``infer(corpus) -> (n_docs, n_components)`` on the
+        documents with tokens, the others handled by ``empty_docs`` (see :meth:`_place_rows`)."""
+        corpus, rows, n_rows = self._new_docs(X, empty_docs)
+        if corpus.n_docs:
+            values = np.asarray(infer(corpus))
+        else:
+            values = np.zeros((0, len(self._no_evidence())), np.float32)
+        return self._place_rows(values, rows, n_rows, empty_docs)
 
     def _check_fitted(self):
         if not hasattr(self, "vocab_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     # ---------------------------------------------------------------- fitted views
     def _set_components(self):
@@ -171,11 +314,97 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return np.asarray(self.components_)
 
     def top_words(self, n: int = 10, phi=None) -> list[list[str]]:
-        """The ``n`` most probable words of every topic (columns of ``phi_``)."""
+        """The ``n`` most probable words of every topic (columns of ``phi_``).
+
+        A model fitted on a bare matrix knows its words as ``w0, w1, ...`` only (a warning says
+        so): give it a Corpus, a DataFrame with word columns, or, in a ``Pipeline``, wrap the
+        vectorizer in :class:`topicjax.data.CorpusVectorizer`."""
         self._check_fitted()
+        if is_placeholder_vocab(self.vocab_):
+            warnings.warn(f"this {type(self).__name__} was fitted on a matrix without word names, so its words are "
+                          "the placeholders w0, w1, ...; fit it on a Corpus, a DataFrame with word columns, or wrap "
+                          "the vectorizer of a Pipeline in topicjax.data.CorpusVectorizer", UserWarning, stacklevel=2)
         phi = np.asarray(self.phi_ if phi is None else phi)
         order = np.argsort(-phi, axis=0, kind="stable")[:n]
         return [[self.vocab_[i] for i in order[:, t]] for t in range(phi.shape[1])]
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of the columns of :meth:`transform` (the topics): ``topic_names_`` where the
+        model has them (ARTM, PLSA), else ``"<class name lower-case><i>"`` as scikit-learn names
+        the components of its decompositions.  ``input_features``, if given, must match the
+        fitted input (its length, and ``feature_names_in_`` when the model was fitted on a
+        DataFrame)."""
+        self._check_fitted()
+        if input_features is not None:
+            given = np.asarray(input_features, dtype=object)
+            known = getattr(self, "feature_names_in_", None)
+            if given.ndim != 1 or given.size != self.n_features_in_:
+                raise ValueError(f"input_features should have length equal to the number of features "
+                                 f"({self.n_features_in_}), got {given.size}")
+            if known is not None and not np.array_equal(given, known):
+                raise ValueError("input_features is not equal to feature_names_in_")
+        n_out = np.shape(self.phi_)[1]
+        names = getattr(self, "topic_names_", None)
+        if names is None or len(names) != n_out:
+            names = [f"{type(self).__name__.lower()}{i}" for i in range(n_out)]
+        return np.asarray([str(x) for x in names], dtype=object)
+
+    # ---------------------------------------------------------------- held-out evaluation
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """ln p(heldout | observed) summed over the held-out tokens (float64): Θ of the documents
+        inferred on ``observed`` by :meth:`transform` (Φ fixed), then ARTM eq. 4 on ``heldout``,
+        ``Σ n'_dw ln Σ_t φ_wt θ_td``.  Families whose predictive is not a point estimate of Θ
+        override it (TTMM: the exact conditional of its theme mixture)."""
+        from topicjax.evaluation import metrics
+
+        theta = np.asarray(self.transform(observed), np.float64).T
+        return metrics.log_likelihood(self.phi_, theta, heldout)
+
+    def completion_score(self, X, *, seed: int = SCORE_SEED, fraction: float = 0.5) -> tuple[float, int]:
+        """``(ln p, n)``: the held-out log-likelihood of documents ``X`` by document completion
+        and the number of held-out tokens it sums over; :meth:`score` is ``ln p / n``.
+
+        The protocol of ARTM sec. 5 (LIDA eq. 44-45, PTM eq. 32 with token halves):
+
+        1. tokens of words that the model gives probability zero in every topic (words absent
+           from the training documents) are left out, as ARTM sec. 5 prescribes; documents left
+           with fewer than 2 tokens cannot be split and are left out too
+           (:func:`completion_corpus`; no document left is an error);
+        2. each remaining document's tokens are split at random, each token going to the
+           observed half with probability ``fraction`` (``Corpus.completion_split("tokens")``,
+           seeded by ``seed``: the same split for every model);
+        3. the topic proportions are inferred on the observed half with the topics fixed
+           (:meth:`transform`: EM on Θ for PLSA/ARTM, every topic allowed for PTM, the
+           document-completion sampler for LIDA), and the held-out half is scored,
+           ``Σ n'_dw ln Σ_t φ_wt θ_td``; TTMM scores the exact conditional
+           ``ln P(held | observed) = ln P(d) - ln P(observed)`` of its theme mixture (eq. 3).
+
+        Deterministic for a fixed ``seed`` (and, for LIDA, ``random_state``) on one device.
+        """
+        self._check_fitted()
+        corpus = completion_corpus(self._new_corpus(X), self.phi_)
+        observed, heldout = corpus.completion_split("tokens", fraction=fraction, seed=seed)
+        return float(self._heldout_log_likelihood(observed, heldout)), int(heldout.n_tokens)
+
+    def score(self, X, y=None) -> float:
+        """Held-out log-likelihood per token by document completion (higher is better), the
+        default score of ``GridSearchCV``: ``ln p / n`` of :meth:`completion_score` (split
+        seeded by :data:`SCORE_SEED`, so every candidate is scored on the same halves).
+        ``y`` is ignored."""
+        ll, n = self.completion_score(X)
+        return ll / n
+
+    def perplexity(self, X, heldout=None) -> float:
+        """Held-out perplexity ``exp(-ln p / n)`` (ARTM eq. 56 on held-out tokens).  Without
+        ``heldout``: by document completion of ``X``, ``exp(-score(X))``.  With ``heldout`` (the
+        same documents, e.g. the two parts of ``Corpus.completion_split``): Θ inferred on ``X``,
+        ``heldout`` scored (a held-out word the model gives probability zero makes it infinite)."""
+        if heldout is None:
+            return float(np.exp(-self.score(X)))
+        observed, held = self._new_corpus(X), self._new_corpus(heldout)
+        if observed.n_docs != held.n_docs:
+            raise ValueError(f"X has {observed.n_docs} documents but heldout has {held.n_docs}")
+        return float(np.exp(-self._heldout_log_likelihood(observed, held) / held.n_tokens))
 
     def fit_transform(self, X, y=None, **fit_params):
         """``fit(X)`` then the training documents' topic proportions, ``(n_docs, n_components)``."""
@@ -254,28 +483,58 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip."""
         self._write(path, *self._save_contents())
 
+    def _saved_sizes(self) -> dict:
+        """Sizes that the saved arrays' shapes must match (symbols of ``_array_specs``)."""
+        return {"W": len(self.vocab_), "T": int(self.n_components)}
+
+    @classmethod
+    def _check_class(cls, path, meta) -> None:
+        model_name = meta.get("model")
+        if model_name != cls.__name__:
+            hint = (f"; load it with {model_name}.load or topicjax.persistence.load" if isinstance(model_name, str)
+                    else "")
+            raise SavedModelError(f"{path} holds a {model_name!r} model, not {cls.__name__}{hint}")
+
     @classmethod
     def _from_saved(cls, path, arrays, meta, params):
-        if meta.get("model") != cls.__name__:
-            raise ValueError(f"{path} holds a {meta.get('model')!r} model, not {cls.__name__}")
+        """A model from the contents of a saved folder, every field checked first: the class, the
+        parameters (known, valid), the vocabulary, the arrays (present, dtype, shape, finite) and the
+        metadata; a :class:`~topicjax.persistence.SavedModelError` naming the folder and the field."""
+        cls._check_class(path, meta)
         accepted = set(cls._get_param_names())
         saved = meta.get("params")
         if not isinstance(saved, dict):
-            raise ValueError(f"{path}: meta.json has no 'params' mapping")
+            raise SavedModelError(f"{path}: meta.json has no 'params' object")
         unknown = sorted(set(saved) - accepted)
         if unknown:
-            raise ValueError(f"{path}: unknown parameter(s) {unknown} for {cls.__name__}")
-        if not isinstance(meta.get("vocab"), list):
-            raise ValueError(f"{path}: meta.json has no 'vocab' list")
+            raise SavedModelError(f"{path}: meta.json field 'params' has unknown parameter(s) {unknown} for "
+                                  f"{cls.__name__}")
+        vocab = meta.get("vocab")
+        if not isinstance(vocab, list) or not vocab or not all(isinstance(v, str) for v in vocab):
+            what = "missing" if vocab is None else f"a {type(vocab).__name__}"
+            raise SavedModelError(f"{path}: meta.json field 'vocab' must be a non-empty list of words, it is {what}"
+                                  + (" of non-strings" if isinstance(vocab, list) and vocab else ""))
         model = cls(**{**saved, **params})
-        model.vocab_ = [str(v) for v in meta["vocab"]]
+        try:
+            model._validate_params()
+        except ValueError as e:
+            raise SavedModelError(f"{path}: meta.json field 'params': {e}") from None
+        model.vocab_ = list(vocab)
         model.n_features_in_ = len(model.vocab_)
+        check_meta(path, meta, cls._meta_specs)
+        missing = [name for name in cls._meta_required if name not in meta]
+        if missing:
+            raise SavedModelError(f"{path}: meta.json has no field {missing[0]!r}")
+        model._load_sizes = check_arrays(path, arrays, cls._array_specs, model._saved_sizes())
         for name in cls._saved_arrays:
             if name in arrays:
                 setattr(model, name, arrays[name])
         for name in cls._saved_meta:
             if name in meta:
                 setattr(model, name, meta[name])
+        if "n_iter_" in meta and isinstance(meta.get("history_"), list) and len(meta["history_"]) != meta["n_iter_"]:
+            raise SavedModelError(f"{path}: meta.json field 'history_' has {len(meta['history_'])} records but "
+                                  f"n_iter_ is {meta['n_iter_']}")
         return model
 
     @classmethod

@@ -246,7 +246,7 @@ def test_bad_inputs():
         ptm_order.select_order(corpus, m_max=10, m_min=4, step=4, progress=False)
     with pytest.raises(ValueError, match="m_min=5 is larger than m_max=3"):
         ptm_order.select_order(corpus, m_max=3, m_min=5, step=1, progress=False)
-    with pytest.raises(ValueError, match="step must be a positive integer"):
+    with pytest.raises(ValueError, match="step must be an integer >= 1"):
         ptm_order.select_order(corpus, m_max=3, m_min=1, step=0, progress=False)
 
 

@@ -219,7 +219,7 @@ def test_estimator_outputs(shared, em_model):
     np.testing.assert_array_equal(em_model.predict(corpus), proba.argmax(1))
     ll = em_model.score_samples(corpus)
     assert ll.dtype == np.float64 and ll.shape == (corpus.n_docs,)
-    assert em_model.score(corpus) == pytest.approx(em_model.loglik_history_[-1], rel=1e-7)
+    assert float(ll.sum()) == pytest.approx(em_model.loglik_history_[-1], rel=1e-7)  # L of eq. 4
     assert em_model.score(corpus.to_sparse()) == pytest.approx(em_model.score(corpus), rel=1e-7)
     np.testing.assert_allclose(em_model.pi_.sum(), 1.0, rtol=1e-6)
     np.testing.assert_allclose(em_model.tau_.sum(1), 1.0, rtol=1e-5)
@@ -268,10 +268,11 @@ def test_save_load_round_trip(tmp_path, shared, em_model, sgd_model):
     [
         (dict(n_themes=0), r"n_themes must be an integer >= 1, got 0"),
         (dict(n_components=0), r"n_components must be an integer >= 1, got 0"),
-        (dict(n_themes=2.5), r"n_themes must be an integer, got 2.5"),
-        (dict(solver="lbfgs"), r"solver must be 'em' or 'sgd', got 'lbfgs'"),
+        (dict(n_themes=2.5), r"n_themes must be an integer >= 1, got 2.5"),
+        (dict(solver="lbfgs"), r"solver must be one of 'em', 'sgd', got 'lbfgs'"),
         (dict(optimizer=optax.sgd(0.1)), r"optimizer is only used by solver='sgd'"),
-        (dict(solver="sgd", optimizer="adam"), r"optimizer must be an optax GradientTransformation"),
+        (dict(solver="sgd", optimizer="adam"),
+         r"optimizer must be None or an optax GradientTransformation \(with init, update\), got 'adam'"),
     ],
 )
 def test_bad_parameters(kwargs, message):

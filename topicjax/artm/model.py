@@ -45,18 +45,41 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.artm import setup as S
+from topicjax.artm.partial import PartialFitMixin
 from topicjax.core import driver, em, estep, mstep
+from topicjax.core import validation as V
 from topicjax.core.random import as_key
-from topicjax.estimator import TopicModelBase, check_int, host_array, int_sequence
-from topicjax.evaluation import metrics
+from topicjax.estimator import TopicModelBase, host_array, int_sequence
 from topicjax.evaluation import scores as scores_mod
+from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
 from topicjax.regularizers.schedules import Table, from_spec as schedule_from_spec, is_number
 
-__all__ = ["ARTM"]
+__all__ = ["ARTM", "check_regularizers", "check_scores"]
 
 
-class ARTM(TopicModelBase):
+def check_regularizers(value, name="regularizers"):
+    """The validator of ``regularizers``: anything :func:`~topicjax.regularizers.as_regularizer`
+    accepts (plain functions are checked for the protocol ``R(phi, theta) -> scalar``)."""
+    try:
+        as_regularizer(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be None, a Regularizer, a callable R(phi, theta), a pair (R, tau) or a "
+                         f"list of those; {e}") from None
+    return value
+
+
+def check_scores(value, name="scores"):
+    """The validator of ``scores``: names of :mod:`topicjax.evaluation.scores` or callables."""
+    try:
+        scores_mod.resolve_scores(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be names of topicjax.evaluation.scores or callables score(ctx) -> dict; "
+                         f"{e}") from None
+    return value
+
+
+class ARTM(PartialFitMixin, TopicModelBase):
     """Additively regularized topic model (ARTM, Theorem 2-3) with a scikit-learn interface.
 
     Parameters
@@ -81,6 +104,8 @@ class ARTM(TopicModelBase):
     doc_passes: ``None`` (Θ carried over between passes) or k >= 1: BigARTM's offline pass.
     transform_iter: EM iterations of Θ for new documents (``transform``).
     chunk: non-zeros per chunk of the E-step (see :func:`topicjax.core.layout.prepare`).
+    learning_offset, learning_decay: τ0 and κ of the step ``ρ = (τ0 + t)^(-κ)`` of
+        :meth:`partial_fit` (BigARTM's ``tau0``, ``kappa``; scikit-learn's LDA names).
     progress: show a tqdm progress bar.
 
     Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``components_`` (T x W), ``psi_``
@@ -99,11 +124,39 @@ class ARTM(TopicModelBase):
                    "classes_", "final_taus_", "modality_names_", "row_weights_")
     _unsaved_params = ("regularizers", "scores")
     _family = "EM"
+    _array_specs = {
+        "phi_": ArraySpec(("W", "T"), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        "psi_": ArraySpec(("C", "T"), required=False, nonneg=True),
+        "topic_alive_": ArraySpec(("T",), nonneg=True),
+        "doc_alive_": ArraySpec(("D",), nonneg=True),
+        "row_modality_": ArraySpec(("R",), "iu"),
+    }
+    _meta_specs = {"scores_": "records", "n_iter_": "int", "topic_names_": "strings", "background_": "ints",
+                   "removed_topics_": "strings", "removed_docs_": "ints", "classes_": "list", "final_taus_": "numbers",
+                   "modality_names_": "strings", "row_weights_": "numbers", "score_names": "strings",
+                   "regularizers": "records", "class_freq": "list"}
+    _meta_required = ("scores_", "n_iter_", "topic_names_", "background_", "classes_", "final_taus_",
+                      "modality_names_", "row_weights_")
+    _constraints = {
+        "regularizers": check_regularizers,
+        "background_topics": V.either(V.integer(0), V.strings(allow_int=True)),
+        "topic_names": V.optional(V.strings(unique=True)),
+        "scores": check_scores,
+        "score_every": V.integer(1),
+        "modality_weights": V.mapping_of_numbers(0.0),
+        "label_weight": V.optional(V.number(0.0, low_open=True)),
+        "overregularized": V.one_of("remove", "keep"),
+        "doc_passes": V.optional(V.integer(1)),
+        "transform_iter": V.integer(1),
+        "chunk": V.optional(V.integer(1)),
+        "progress": V.boolean(),
+    }
 
     def __init__(self, n_components=10, *, regularizers=None, max_iter=40, tol=0.0, random_state=0,
                  background_topics=0, topic_names=None, scores=("perplexity", "sparsity"), score_every=1,
                  modality_weights=None, label_weight=None, overregularized="remove", doc_passes=None,
-                 transform_iter=30, chunk=None, progress=True):
+                 transform_iter=30, chunk=None, learning_offset=1024.0, learning_decay=0.7, progress=True):
         self.n_components = n_components
         self.regularizers = regularizers
         self.max_iter = max_iter
@@ -119,6 +172,8 @@ class ARTM(TopicModelBase):
         self.doc_passes = doc_passes
         self.transform_iter = transform_iter
         self.chunk = chunk
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
         self.progress = progress
 
     # ------------------------------------------------------------------ setup
@@ -131,12 +186,6 @@ class ARTM(TopicModelBase):
 
     def _check_settings(self):
         self._validate_params()
-        if self.overregularized not in ("remove", "keep"):
-            raise ValueError(f"overregularized must be 'remove' or 'keep', got {self.overregularized!r}")
-        if self.doc_passes is not None:
-            check_int(self.doc_passes, "doc_passes", 1)
-        check_int(self.score_every, "score_every", 1)
-        check_int(self.transform_iter, "transform_iter", 1)
 
     def _label_tau(self) -> float:
         lw = 1.0 if self.label_weight is None else self.label_weight
@@ -148,6 +197,8 @@ class ARTM(TopicModelBase):
         corpus = self._train_corpus(X)
         corpus.check_topics(n_components)
         if y is not None:
+            if not isinstance(y, (list, tuple, np.ndarray)) and hasattr(y, "__array__"):
+                y = np.asarray(y)  # array-likes (a pandas Series, scikit-learn's test wrappers)
             corpus = corpus.with_labels(y)
         use_labels = y is not None or self.label_weight is not None
         if use_labels and corpus.labels is None:
@@ -200,17 +251,22 @@ class ARTM(TopicModelBase):
         return states
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None, *, mesh=None):
+    def fit(self, X, y=None, *, mesh=None, checkpoint=None, checkpoint_every=10):
         """Fit to a Corpus or a (documents x words) count matrix; ``y`` (optional) are class labels
         (one per document, or a boolean indicator matrix).  ``mesh``: shard the documents over the
-        devices of a :class:`jax.sharding.Mesh` (:func:`topicjax.scale.distributed.make_mesh`)."""
+        devices of a :class:`jax.sharding.Mesh` (:func:`topicjax.scale.distributed.make_mesh`).
+        ``checkpoint``: a folder where the fit's progress is saved every ``checkpoint_every``
+        iterations and from which a killed fit resumes, to the same model bit for bit on CPU
+        (:mod:`topicjax.core.checkpoint`; single-process fits)."""
         T = int(self.n_components)
         st, data, n_weighted, reg, aux = self._prepare(X, y, T, mesh)
+        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
+                                     devices=None if mesh is None else int(mesh.devices.size))
         if mesh is not None:
             from topicjax.scale.distributed import replicate
 
             reg = replicate(mesh, reg)
-        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed()], [T], T))
+        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed(ckpt)], [T], T))
         if mesh is not None:
             state = replicate(mesh, state)
         reg.check(state.phi, state.theta)
@@ -233,11 +289,23 @@ class ARTM(TopicModelBase):
         def explain(s, args, it, reason):
             return self._blame(s, args, it, reason)
 
+        def set_taus(host):  # the coefficients that schedules of the score history chose so far
+            taus[...] = np.asarray(host["taus"], np.float64).reshape(taus.shape)
+
+        run_ckpt = None if ckpt is None else ckpt.run("fit", get_host=lambda: {"taus": taus.copy()}, set_host=set_taus)
         state, records = driver.run(em.ALGORITHM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
                                     tol=float(self.tol), progress=self.progress, desc=type(self).__name__,
-                                    before=before, after=after, after_every=int(self.score_every), explain=explain)
+                                    before=before, after=after, after_every=int(self.score_every), explain=explain,
+                                    checkpoint=run_ckpt)
         self._store(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
         return self
+
+    def _checkpoint_params(self) -> dict:
+        params = super()._checkpoint_params()
+        if "regularizers" in params:
+            params["regularizers"] = [{"name": t.name, "spec": t.spec, "tau": t.coef.spec()}
+                                      for t in self.regularizer().terms]
+        return params
 
     @staticmethod
     def _tau_table(reg, n_iter: int) -> np.ndarray:
@@ -517,11 +585,21 @@ class ARTM(TopicModelBase):
                                aux=aux, cfg=cfg)
         return host_array(theta), corpus
 
-    def transform(self, X):
+    def transform(self, X, empty_docs="keep"):
         """Topic proportions of (new) documents, ``(n_docs, n_components)``: Θᵀ inferred with Φ
         fixed by ``transform_iter`` EM iterations, the Θ-regularizers applied (those holding data
-        about particular training documents are not)."""
-        return self._infer(X)[0].T
+        about particular training documents are not).
+
+        ``X``: a :class:`~topicjax.data.Corpus` over the model's vocabulary (re-index others with
+        ``corpus.with_vocab(model.vocab_)``) or a count matrix whose columns ARE the model's
+        words in ``vocab_`` order: a matrix has no vocabulary, so only its width is checked and
+        permuted columns give other proportions silently.
+        ``empty_docs``: documents without tokens get the distribution of no evidence, uniform over
+        the topics in the model (``"keep"``: EM starts there and no token moves it; Θ-regularizers
+        are not applied to them), are left out of the result (``"drop"``: one row per document with
+        tokens, in order) or are an error naming the first (``"error"``).
+        """
+        return self._transform_docs(X, empty_docs, lambda c: self._infer(c)[0].T)
 
     def predict_proba(self, X):
         """p(c|d) = Σ_t ψ_ct θ_td (eq. 44) for documents X, ``(n_docs, n_classes)``."""
@@ -535,14 +613,8 @@ class ARTM(TopicModelBase):
 
     def predict(self, X):
         """The most probable class of each document (names from ``classes_``)."""
-        return np.asarray(self.classes_, dtype=object)[np.argmax(self.predict_proba(X), axis=1)]
-
-    def perplexity(self, X, heldout=None):
-        """Perplexity (eq. 56) of documents X; with ``heldout``, by document completion: Θ is
-        inferred on X (the observed part) and the perplexity measured on ``heldout``."""
-        corpus = self._new_corpus(X)
-        held = corpus if heldout is None else self._new_corpus(heldout)
-        return metrics.perplexity(self.phi_, self._infer(corpus)[0], held)
+        proba = self.predict_proba(X)  # first: it says when the model is not fitted or has no classes
+        return np.asarray(self.classes_, dtype=object)[np.argmax(proba, axis=1)]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> None:
@@ -559,13 +631,45 @@ class ARTM(TopicModelBase):
                 arrays[f"learned__{i}__{k}"] = np.asarray(v)
         self._write(path, arrays, meta)
 
+    def _check_loaded(self, path, arrays, meta):
+        """Cross-checks of a loaded model's fields (beyond the per-field checks of the base)."""
+        sizes = self._load_sizes
+        W, T, C = sizes["W"], sizes["T"], sizes.get("C", 0)
+        if len(self.topic_names_) != T:
+            raise SavedModelError(f"{path}: meta.json field 'topic_names_' has {len(self.topic_names_)} names for "
+                                  f"{T} topics")
+        if any(not 0 <= b < T for b in self.background_):
+            raise SavedModelError(f"{path}: meta.json field 'background_' holds topics outside [0, {T})")
+        if len(self.classes_) != C:
+            raise SavedModelError(f"{path}: meta.json field 'classes_' has {len(self.classes_)} classes but psi_ has "
+                                  f"{C} rows")
+        if sizes["R"] != W + C:
+            raise SavedModelError(f"{path}: array 'row_modality_' has {sizes['R']} rows, expected W + C = {W + C}")
+        M = len(self.modality_names_)
+        if len(self.row_weights_) != M:
+            raise SavedModelError(f"{path}: meta.json field 'row_weights_' has {len(self.row_weights_)} weights for "
+                                  f"{M} modalities")
+        rm = np.asarray(self.row_modality_)
+        if rm.size and (rm.min() < 0 or rm.max() >= M):
+            raise SavedModelError(f"{path}: array 'row_modality_' holds modalities outside [0, {M})")
+        if len(self.scores_) != self.n_iter_:
+            raise SavedModelError(f"{path}: meta.json field 'scores_' has {len(self.scores_)} records but n_iter_ is "
+                                  f"{self.n_iter_}")
+        if len(self.final_taus_) != len(meta.get("regularizers", [])):
+            raise SavedModelError(f"{path}: meta.json field 'final_taus_' has {len(self.final_taus_)} coefficients "
+                                  f"for {len(meta.get('regularizers', []))} regularizers")
+
     @classmethod
     def load(cls, path, **params):
         """Load a model saved by :meth:`save`.  Pool regularizers and Step/Linear/Table schedules
         are rebuilt from the saved specs; pass ``regularizers=[(R, tau), ...]`` when the model
         has a custom one (and ``scores=`` for custom scores)."""
         arrays, meta = cls._read(path)
+        cls._check_class(path, meta)
         saved = meta.get("regularizers", [])
+        if not (isinstance(saved, list) and all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                                for r in saved)):
+            raise SavedModelError(f"{path}: meta.json field 'regularizers' must be a list of objects with a 'name'")
         accepted = set(cls._get_param_names())
         if params.get("regularizers") is not None:
             names = [n.split("#")[0] for n in as_regularizer(params["regularizers"]).names]
@@ -579,13 +683,18 @@ class ARTM(TopicModelBase):
                     what = "a custom callable" if r.get("spec") is None else "a custom schedule"
                     raise ValueError(f"{path}: regularizer #{i} {r['name']!r} is {what} and cannot be restored from "
                                      f"JSON; pass regularizers=[(R, tau), ...] to {cls.__name__}.load")
-                rebuilt.append((from_spec(r["spec"]), schedule_from_spec(r["tau"])))
+                try:
+                    rebuilt.append((from_spec(r["spec"]), schedule_from_spec(r["tau"])))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise SavedModelError(f"{path}: meta.json field 'regularizers' entry #{i} ({r['name']!r}) cannot "
+                                          f"be rebuilt: {type(e).__name__}: {e}") from None
             params["regularizers"] = rebuilt
         if "scores" not in params and "scores" in accepted:
             params["scores"] = tuple(meta.get("score_names", ()))
         if "regularizers" in params and "regularizers" not in accepted:
             del params["regularizers"]
         model = cls._from_saved(path, arrays, meta, params)
+        model._check_loaded(path, arrays, meta)
         model.history_ = getattr(model, "scores_", [])
         model.regularizer_names_ = [r["name"] for r in saved]
         model.psi_ = arrays.get("psi_")
@@ -593,8 +702,10 @@ class ARTM(TopicModelBase):
         learned = [{} for _ in saved]
         for k, v in arrays.items():
             if k.startswith("learned__"):
-                _, i, key = k.split("__", 2)
-                learned[int(i)][key] = v
+                parts = k.split("__", 2)
+                if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) >= len(saved):
+                    raise SavedModelError(f"{path}: array {k!r} names no saved regularizer ({len(saved)} saved)")
+                learned[int(parts[1])][parts[2]] = v
         model.learned_params_ = learned
         model._set_components()
         return model

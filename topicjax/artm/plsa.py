@@ -29,6 +29,8 @@ class PLSA(ARTM):
         seed gives the same model on the same device (bits may differ between CPU and GPU).
     chunk: non-zeros per chunk of the E-step (memory/speed trade-off; see :func:`em.prepare`).
     transform_iter: EM iterations of Θ for new documents in :meth:`transform`.
+    learning_offset, learning_decay: τ0 and κ of the online step ``ρ = (τ0 + t)^(-κ)`` of
+        :meth:`partial_fit` (:mod:`topicjax.artm.partial`).
     progress: show a tqdm progress bar.
 
     Fitted attributes: ``phi_`` (W x T), ``theta_`` (T x D), ``components_`` (T x W),
@@ -48,11 +50,13 @@ class PLSA(ARTM):
     doc_passes = None
 
     def __init__(self, n_components=10, *, max_iter=100, tol=1e-5, random_state=0, chunk=None,
-                 transform_iter=30, progress=True):
+                 transform_iter=30, learning_offset=1024.0, learning_decay=0.7, progress=True):
         self.n_components = n_components
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
         self.chunk = chunk
         self.transform_iter = transform_iter
+        self.learning_offset = learning_offset
+        self.learning_decay = learning_decay
         self.progress = progress

@@ -21,6 +21,9 @@ costs what the compiled step costs).  A failing iteration is not applied: the fi
 given, run between iterations: ``before(iteration, history) -> args`` (schedules of the score
 history, the next batch of a stream) makes blocks of one iteration; ``after(iteration, state) ->
 dict`` (scores computed on the host) runs every ``after_every`` iterations and after the last.
+``checkpoint`` (a :class:`topicjax.core.checkpoint.RunCheckpoint`) saves the whole loop state
+every ``checkpoint.every`` iterations and at the end, and resumes from a saved one (see
+:mod:`topicjax.core.checkpoint`).
 
 :func:`run_many` runs a batch of fits (leading axis of the states and of the arguments marked
 ``batched``) in one compiled call, each exactly as :func:`run_fixed` would run it alone:
@@ -129,7 +132,7 @@ def _to_python(x):
 
 def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0, progress: bool = True,
         desc: str = "fit", before: Callable | None = None, after: Callable | None = None, after_every: int = 1,
-        explain: Callable | None = None, block: int | None = None):
+        explain: Callable | None = None, block: int | None = None, checkpoint=None):
     """Run ``algo`` from ``state`` to its stopping rule (see the module docstring).
 
     Returns ``(state, history)``: history is a list of dicts, one per iteration, with
@@ -137,6 +140,10 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     over its iterations, the first including compilation) and the fields of ``algo.record``
     (scalars as Python numbers, arrays as numpy) and of ``after``.  ``explain(state, args,
     iteration, reason) -> str`` adds the culprit to the error of a failing iteration.
+    ``checkpoint``: a :class:`~topicjax.core.checkpoint.RunCheckpoint`: blocks end at its
+    multiples of ``every``, where the state, the last measure, the history and the host state
+    are saved; a saved run resumes where it stopped (a finished one returns at once), giving
+    the same state and history as the uninterrupted run.
     """
     from tqdm.auto import tqdm
 
@@ -149,14 +156,21 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     prev = _initial(algo, static, state, args)
     has_prev = False
     done = 0
-    bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
+    finished = False
+    if checkpoint is not None:
+        saved = checkpoint.restore(state, prev)
+        if saved is not None:
+            state, prev, has_prev, done, history, finished = saved
+    bar = tqdm(total=max_iter, initial=done, desc=desc, disable=not progress, leave=False)
     try:
-        while done < max_iter:
+        while done < max_iter and not finished:
             if before is not None:
                 args = before(done + 1, history)
             todo = min(size, max_iter - done)
             if after is not None:  # end blocks where host scores are due
                 todo = min(todo, every - done % every)
+            if checkpoint is not None:  # ... and where checkpoints are due
+                todo = min(todo, checkpoint.every - done % checkpoint.every)
             t0 = time.perf_counter()
             new_state, prev, has_prev, n, status, recs = _block(algo, static, size, state, args, prev, has_prev,
                                                                  todo, tol)
@@ -185,6 +199,8 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
             last = status == CONVERGED or done >= max_iter
             if after is not None and history and (done % every == 0 or last):
                 history[-1].update(after(done, state) or {})
+            if checkpoint is not None and (done % checkpoint.every == 0 or last):
+                checkpoint.save(state, prev, has_prev, done, history, finished=last)
             if status == CONVERGED:
                 break
     finally:

@@ -46,7 +46,7 @@ from topicjax.core.driver import Algorithm
 from topicjax.core.layout import reweight_docs
 
 __all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "step", "make_step", "infer_theta",
-           "health", "ALGORITHM"]
+           "health", "penalties", "theta_passes", "ALGORITHM"]
 
 
 class EMConfig(NamedTuple):
@@ -125,6 +125,27 @@ def _mask_theta(theta, alive_t, alive_d):
     return mstep.normalize_columns(theta * alive_t[:, None]) * alive_d[None, :]
 
 
+def penalties(reg, params, iteration):
+    """``(penalty, keep)`` for the M-step: the weighted regularizer at ``iteration`` with its data
+    ``params``, and its terms that never empty a column (``None`` when there are none)."""
+    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, params, iteration))
+    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, params, iteration, keep_one=True))
+    return penalty, keep
+
+
+def theta_passes(phi, theta, data, penalty, keep, n: int, mask=None):
+    """``n`` iterations of eq. 16 with Φ fixed (half an E-step each): the inner Θ passes of the
+    offline and online algorithms; ``mask(theta)`` re-applies removed topics/documents."""
+
+    def one(_, th):
+        a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
+                                     update_phi=False, keep=keep)[3]
+        th = mstep.normalize_columns(a)
+        return th if mask is None else mask(th)
+
+    return jax.lax.fori_loop(0, n, one, theta)
+
+
 def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EMConfig()) -> EMState:
     """One regularized EM iteration (ARTM eq. 14-16) with the bookkeeping of Notes 1-2."""
     aux = EMAux() if aux is None else aux
@@ -133,20 +154,13 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
     if cfg.remove:  # removed documents (Note 2) contribute no counts
         data = reweight_docs(data, alive_d)
     params = state.params
-    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, params, it))
-    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, params, it, keep_one=True))
+    penalty, keep = penalties(reg, params, it)
     masking = cfg.remove or cfg.mask_topics
     theta = state.theta
     if cfg.doc_passes:
         theta = jnp.broadcast_to((alive_t / alive_t.sum())[:, None], theta.shape).astype(theta.dtype)
-
-        def inner(_, th):
-            a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), state.phi, th,
-                                         penalty, update_phi=False, keep=keep)[3]
-            th = mstep.normalize_columns(a)
-            return _mask_theta(th, alive_t, alive_d) if masking else th
-
-        theta = jax.lax.fori_loop(0, cfg.doc_passes - 1, inner, theta)
+        theta = theta_passes(state.phi, theta, data, penalty, keep, cfg.doc_passes - 1,
+                             (lambda th: _mask_theta(th, alive_t, alive_d)) if masking else None)
     loglik = estep.log_likelihood if cfg.update_phi else estep.log_likelihood_theta
     ll, r, phi, theta, finite = mstep.m_step(lambda p, t: loglik(p, t, data), state.phi, theta, penalty,
                                              update_phi=cfg.update_phi, segments=aux.segments,

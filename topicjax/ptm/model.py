@@ -69,13 +69,15 @@ from topicjax.core import driver, numerics
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
+from topicjax.core import validation as V
 from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence
+from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, init_state, loglik_docs, padded_topics,
                               state_bic)
 from topicjax.ptm.layout import PTMData, prepare
 
-__all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus", "ALGORITHM"]
+__all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
 
 #: shared words remembered per topic for :meth:`PTM.top_shared_words`
 SHARED_TOP = 50
@@ -252,6 +254,27 @@ class PTM(TopicModelBase):
 
     _saved_arrays = ("u_", "v_", "alpha_", "beta_", "beta0_", "shared_top_")
     _saved_meta = ("bic_", "bic_history_", "history_", "n_iter_")
+    _array_specs = {
+        "u_": ArraySpec(("T", "W"), "biu"),
+        "v_": ArraySpec(("T", "D"), "biu"),
+        "alpha_": ArraySpec(("T", "D"), nonneg=True),
+        "beta_": ArraySpec(("T", "W"), nonneg=True),
+        "beta0_": ArraySpec(("W",), nonneg=True),
+        "shared_top_": ArraySpec(("T", SHARED_TOP), "iu"),
+    }
+    _meta_specs = {"bic_": "number", "bic_history_": "numbers", "history_": "records", "n_iter_": "int"}
+    _meta_required = ("bic_", "bic_history_", "history_", "n_iter_")
+    _constraints = {
+        "bic": V.one_of(*pb.BIC_KINDS),
+        "n_init_docs": V.integer(1),
+        "max_u_cycles": V.integer(0),
+        "max_v_rounds": V.integer(0),
+        "u_candidates": V.integer(1),
+        "v_candidates": V.int_pair(1),
+        "transform_iter": V.integer(1),
+        "block_tokens": V.integer(1),
+        "progress": V.boolean(),
+    }
 
     def __init__(self, n_components=10, *, bic="2014", max_iter=100, tol=1e-4, random_state=0, n_init_docs=5,
                  max_u_cycles=5, max_v_rounds=3, u_candidates=65536, v_candidates=(6, 3), transform_iter=50,
@@ -272,21 +295,23 @@ class PTM(TopicModelBase):
 
     # ------------------------------------------------------------------ fitting
     def _config(self) -> GEMConfig:
-        pb.check_kind(self.bic)
-        on, off = (int(c) for c in self.v_candidates)
-        if on < 1 or off < 1:
-            raise ValueError(f"v_candidates must be two positive integers, got {self.v_candidates!r}")
+        self._validate_params()
+        on, off = self.v_candidates
         return GEMConfig(kind=self.bic, u_candidates=int(self.u_candidates), max_u_cycles=int(self.max_u_cycles),
                          max_v_rounds=int(self.max_v_rounds), v_on=on, v_off=off)
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
+        """Fit by generalized EM.  ``checkpoint``: a folder where the fit's progress is saved every
+        ``checkpoint_every`` iterations and from which a killed fit resumes, to the same model bit
+        for bit on CPU (:mod:`topicjax.core.checkpoint`)."""
         self._validate_params()
         corpus = self._train_corpus(X)
         check_fit_corpus(corpus, self.n_components)
         cfg = self._config()
+        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         data = prepare(corpus, block_tokens=self.block_tokens)
-        state = init_state(as_key(self._seed()), data, int(self.n_components), n_init_docs=self.n_init_docs)
-        return self.fit_state(data, state, cfg)
+        state = init_state(as_key(self._seed(ckpt)), data, int(self.n_components), n_init_docs=self.n_init_docs)
+        return self.fit_state(data, state, cfg, checkpoint=None if ckpt is None else ckpt.run("fit"))
 
     def fit_many(self, X, y=None, *, seeds=None, n_restarts=None, mode=None, batch_size=None, **kwargs) -> list["PTM"]:
         """Fit several random restarts at the order ``n_components`` in ONE compiled call
@@ -354,12 +379,15 @@ class PTM(TopicModelBase):
             models.append(m)
         return models
 
-    def fit_state(self, data: PTMData, state: PTMState, cfg: GEMConfig, desc: str | None = None):
+    def fit_state(self, data: PTMData, state: PTMState, cfg: GEMConfig, desc: str | None = None, *,
+                  checkpoint=None):
+        """GEM from ``state`` (an initial or warm-start state); ``checkpoint``: a
+        :class:`~topicjax.core.checkpoint.RunCheckpoint` to save to and resume from."""
         M = int(np.asarray(state.topic_mask).sum())
         bic0 = state_bic(state, data, cfg.kind)
         state, records = driver.run(algorithm(cfg.kind, int(data.beta0.shape[0])), (cfg, int(data.beta0.shape[0])),
                                     state, (data,), max_iter=int(self.max_iter), tol=float(self.tol),
-                                    progress=self.progress, desc=desc or f"PTM M={M}")
+                                    progress=self.progress, desc=desc or f"PTM M={M}", checkpoint=checkpoint)
         self._finish(state, data, cfg, M, bic0, records, [r["seconds"] for r in records])
         self.last_state_ = state  # the device state, used to warm-start the next order; not saved
         return self
@@ -447,11 +475,17 @@ class PTM(TopicModelBase):
         B = jnp.asarray(self.phi_, jnp.float32)
         return data, B, infer_alpha(data, B, int(self.transform_iter))
 
-    def transform(self, X):
-        """Topic proportions of documents with every topic allowed (2014 sec. 7), ``(n_docs, M)``."""
-        corpus = self._new_corpus(X)
-        _, _, a = self._infer(corpus)
-        return np.asarray(a)
+    def transform(self, X, empty_docs="keep"):
+        """Topic proportions of documents with every topic allowed (2014 sec. 7), ``(n_docs, M)``.
+
+        ``X``: a :class:`~topicjax.data.Corpus` over the model's vocabulary or a count matrix
+        whose columns ARE the model's words in ``vocab_`` order (a matrix has no vocabulary: only
+        its width is checked, permuted columns give other proportions silently).
+        ``empty_docs``: documents without tokens get uniform proportions, the distribution of no
+        evidence (``"keep"``: the inference starts there and no token moves it), are left out
+        (``"drop"``: one row per document with tokens, in order) or are an error (``"error"``).
+        """
+        return self._transform_docs(X, empty_docs, lambda c: self._infer(c)[2])
 
     def log_likelihood(self, X, alpha=None) -> float:
         """Log-likelihood (5) of corpus ``X`` in float64; proportions ``alpha`` ``(M, n_docs)`` or
@@ -487,8 +521,14 @@ class PTM(TopicModelBase):
     def load(cls, path, **params):
         model = super().load(path, **params)
         for name in ("u_", "v_"):
-            if hasattr(model, name):
-                setattr(model, name, np.asarray(getattr(model, name)).astype(bool))
+            setattr(model, name, np.asarray(getattr(model, name)).astype(bool))
+        W = len(model.vocab_)
+        top = np.asarray(model.shared_top_)
+        if top.size and (top.min() < -1 or top.max() >= W):
+            raise SavedModelError(f"{path}: array 'shared_top_' holds word indices outside [-1, {W})")
+        if len(model.bic_history_) != model.n_iter_ + 1:
+            raise SavedModelError(f"{path}: meta.json field 'bic_history_' has {len(model.bic_history_)} values, "
+                                  f"expected n_iter_ + 1 = {model.n_iter_ + 1}")
         return model
 
 

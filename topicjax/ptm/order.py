@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core.random import as_key
+from topicjax.core import checkpoint as ck
+from topicjax.core.random import as_key, check_random_state, fresh_seed
+from topicjax.core.validation import check_bool, check_int
 from topicjax.data.corpus import Corpus
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import PTMState, TINY, doc_mass, e_step, effective_topics, init_state, ml_scores, padded_topics
@@ -29,6 +31,7 @@ class OrderSelection:
     seconds: list[float]
     best_order: int = 0
     best_model: PTM | None = None
+    seed: object = None
 
     def curve(self):
         """``(orders, bics)`` as arrays, from the largest order down."""
@@ -37,8 +40,7 @@ class OrderSelection:
 
 def _validate_orders(n_docs: int, m_max: int, m_min: int, step: int) -> list[int]:
     for name, val in (("m_max", m_max), ("m_min", m_min), ("step", step)):
-        if int(val) != val or val < 1:
-            raise ValueError(f"{name} must be a positive integer, got {val!r}")
+        check_int(val, name, 1)
     if m_min > m_max:
         raise ValueError(f"m_min={m_min} is larger than m_max={m_max}")
     if m_max > n_docs:
@@ -110,25 +112,53 @@ def reduce_topics(state: PTMState, data: PTMData, n_remove: int) -> PTMState:
 
 
 def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str = "2014", random_state: int = 0,
-                 progress: bool = True, keep_models: bool = True, callback=None, **ptm_params) -> OrderSelection:
+                 progress: bool = True, keep_models: bool = True, callback=None, checkpoint=None,
+                 checkpoint_every: int = 10, **ptm_params) -> OrderSelection:
     """Top-down model-order selection (2014 sec. 6.5, 2020 sec. 3.5).
 
     Fits a :class:`PTM` with ``m_max`` topics, then repeatedly removes the ``step`` least massive
     topics and refits from the remaining ones, down to ``m_min``; returns every order's model
     (``keep_models``) and BIC and the BIC-minimising model.  ``callback(order, model, seconds)``
-    is called after every order (e.g. to evaluate it).  Errors: ``m_max`` larger than the number
-    of documents, and steps that do not land on ``m_min``.
+    is called after every order (e.g. to evaluate it).  ``ptm_params`` are the other parameters
+    of :class:`PTM` (``max_iter``, ``tol``, ...), validated as :meth:`PTM.fit` does.  Errors:
+    ``m_max`` larger than the number of documents, and steps that do not land on ``m_min``.
+
+    ``random_state``: an int, ``None`` (a fresh seed, kept in the result's ``seed``) or a key.
+    ``checkpoint``: a folder where the sweep's progress is saved (every ``checkpoint_every`` GEM
+    iterations, and at the end of every order): a killed sweep called again with the same
+    folder resumes at the order and iteration where it stopped (finished orders are restored
+    from their last state, not refitted) and gives the same result bit for bit on CPU
+    (:mod:`topicjax.core.checkpoint`).
     """
     from tqdm.auto import tqdm
 
     corpus = corpus if isinstance(corpus, Corpus) else PTM()._train_corpus(corpus)
     orders = _validate_orders(corpus.n_docs, m_max, m_min, step)
     pb.check_kind(bic)
+    check_random_state(random_state)
+    check_bool(progress, "progress")
+    check_bool(keep_models, "keep_models")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be None or a callable callback(order, model, seconds), got {callback!r}")
+    if "n_components" in ptm_params:
+        raise ValueError("select_order chooses n_components itself (from m_max down to m_min); do not pass it")
+    unknown = sorted(set(ptm_params) - set(PTM._get_param_names()))
+    if unknown:
+        raise ValueError(f"select_order: PTM has no parameter(s) {unknown}")
     proto = PTM(n_components=orders[0], bic=bic, random_state=random_state, progress=progress, **ptm_params)
     proto._validate_params()  # max_iter, tol, random_state: the messages of PTM.fit
     cfg = proto._config()
+    params = proto._checkpoint_params()
+    params.pop("n_components")
+    ckpt = ck.open_checkpoint(checkpoint, checkpoint_every, {"function": "topicjax.ptm.select_order", "orders": orders,
+                                                             "params": ck.describe(params),
+                                                             "corpus": ck.fingerprint(corpus)})
+    seed = fresh_seed() if random_state is None else random_state
+    if ckpt is not None:
+        seed = ckpt.start(seed)
     data = prepare(corpus, block_tokens=proto.block_tokens)
     result = OrderSelection([], [], {}, [])
+    result.seed = seed
     state = None
     bar = tqdm(orders, desc="PTM orders", disable=not progress)
     try:
@@ -136,13 +166,15 @@ def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str 
             t0 = time.perf_counter()
             if state is None:
                 check_fit_corpus(corpus, M)
-                state = init_state(as_key(random_state), data, M, n_init_docs=proto.n_init_docs)
+                state = init_state(as_key(seed), data, M, n_init_docs=proto.n_init_docs)
             else:
                 state = reduce_topics(state, data, int(np.asarray(state.topic_mask).sum()) - M)
             model = PTM(n_components=M, bic=bic, random_state=random_state, progress=progress, **ptm_params)
             model.vocab_ = list(corpus.vocab)
             model.n_features_in_ = corpus.n_words
-            model.fit_state(data, state, cfg, desc=f"PTM M={M}")
+            model.seed_ = seed
+            model.fit_state(data, state, cfg, desc=f"PTM M={M}",
+                            checkpoint=None if ckpt is None else ckpt.run(f"order_{M}"))
             state = model.last_state_
             model.last_state_ = None  # keep the sweep's memory bounded: only host arrays per order
             secs = time.perf_counter() - t0

@@ -224,11 +224,14 @@ def replicate(mesh: Mesh, tree):
     return jax.tree.map(rep, tree)
 
 
-def fit(corpus, n_components: int, *, mesh: Mesh | None = None, **params):
+def fit(corpus, n_components: int, *, mesh: Mesh | None = None, checkpoint=None, checkpoint_every: int = 10,
+        **params):
     """An :class:`~topicjax.artm.ARTM` fitted with the documents sharded over ``mesh`` (default:
     every device of every process); ``params`` are ARTM's (``regularizers``, ``max_iter``,
-    ``random_state``, ...).  The same model in every process; with one device it equals
-    ``ARTM(...).fit(corpus)``, with several up to round-off."""
+    ``random_state``, ...), validated as ``ARTM.fit`` does.  The same model in every process;
+    with one device it equals ``ARTM(...).fit(corpus)``, with several up to round-off.
+    ``checkpoint``, ``checkpoint_every``: as in ``ARTM.fit`` (single-process fits only)."""
     from topicjax.artm import ARTM
 
-    return ARTM(n_components, **params).fit(corpus, mesh=make_mesh() if mesh is None else mesh)
+    return ARTM(n_components, **params).fit(corpus, mesh=make_mesh() if mesh is None else mesh,
+                                            checkpoint=checkpoint, checkpoint_every=checkpoint_every)

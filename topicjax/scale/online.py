@@ -541,16 +541,8 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     phi = state.phi
     T = phi.shape[1]
     it = state.updates + 1
-    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, state.params, it))
-    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, state.params, it, keep_one=True))
-    theta = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
-
-    def inner(_, th):
-        a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
-                                     update_phi=False, keep=keep)[3]
-        return mstep.normalize_columns(a)
-
-    theta = jax.lax.fori_loop(0, static.doc_passes - 1, inner, theta)
+    penalty, keep = em.penalties(reg, state.params, it)
+    theta = em.theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes - 1)
     ll, g_phi, _ = estep.expected_counts(phi, theta, data, need_theta=False)
     pending = state.pending + phi * g_phi
 
@@ -612,8 +604,9 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     With one batch holding every document, ``kappa=0`` (ρ = 1) and ``update_every=1``, each pass
     is the offline pass of ``ARTM(doc_passes=doc_passes)``: the same model up to round-off.
     """
-    from topicjax.core.random import as_key
-    from topicjax.estimator import check_int, check_number
+    from topicjax.artm.model import check_regularizers
+    from topicjax.core.random import as_key, check_random_state
+    from topicjax.core.validation import check_bool, check_int, check_number
     from topicjax.regularizers import Context, as_regularizer
 
     store = store if isinstance(store, BatchStore) else BatchStore(store)
@@ -623,7 +616,11 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     check_int(passes, "passes", 0)
     check_number(kappa, "kappa", 0.0)
     check_number(tau0, "tau0", 0.0)
-    reg = as_regularizer(regularizers)
+    check_random_state(random_state)
+    check_bool(progress, "progress")
+    if state is not None and not isinstance(state, OnlineState):
+        raise ValueError(f"state must be None or an OnlineState of a previous fit, got {type(state).__name__}")
+    reg = as_regularizer(check_regularizers(regularizers))
     for t in reg.terms:
         if t.per_document:
             raise ValueError(f"regularizer {t.name!r} holds data about particular documents; the online fit sees "

@@ -12,7 +12,9 @@ from topicjax.core import driver
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
-from topicjax.estimator import TopicModelBase, check_int, host_array
+from topicjax.core import validation as V
+from topicjax.estimator import TopicModelBase, host_array
+from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ttmm import em as ttmm_em
 from topicjax.ttmm import sgd
 from topicjax.ttmm.params import TTMMParams, random_params
@@ -36,11 +38,6 @@ def _default_optimizer():
 
         _DEFAULT_OPTIMIZER.append(optax.adam(0.05))
     return _DEFAULT_OPTIMIZER[0]
-
-
-def _check_solver(value, name):
-    if value not in ("em", "sgd"):
-        raise ValueError(f"{name} must be 'em' or 'sgd', got {value!r}")
 
 
 class TTMM(TopicModelBase):
@@ -68,13 +65,22 @@ class TTMM(TopicModelBase):
     ``n_iter_``, ``vocab_``.
 
     ``transform`` gives P(t|d) of eq. 18 (n_docs, K); ``predict_proba`` the theme posteriors P(h|d)
-    (eq. 6); ``predict`` the most likely theme; ``score_samples`` the exact log P(d) (eq. 3);
-    ``score`` their sum.
+    (eq. 6); ``predict`` the most likely theme; ``score_samples`` the exact log P(d) (eq. 3) (L of
+    eq. 4 is their sum); ``score`` the held-out log-likelihood per token by document completion,
+    the exact ``ln P(held | observed)`` (see :meth:`TopicModelBase.completion_score`).
     """
 
     _saved_arrays = ("pi_", "tau_", "beta_", "theta_")
     _saved_meta = ("loglik_history_", "history_", "n_iter_")
     _unsaved_params = ("optimizer",)
+    _array_specs = {
+        "pi_": ArraySpec(("J",), nonneg=True),
+        "tau_": ArraySpec(("J", "T"), nonneg=True),
+        "beta_": ArraySpec(("T", "W"), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True),
+    }
+    _meta_specs = {"loglik_history_": "numbers", "history_": "records", "n_iter_": "int"}
+    _meta_required = ("loglik_history_", "history_", "n_iter_")
 
     def __init__(self, n_themes=10, n_components=10, *, solver="em", optimizer=None, batch_size=64,
                  max_iter=100, tol=1e-6, random_state=0, chunk=None, progress=True):
@@ -90,40 +96,45 @@ class TTMM(TopicModelBase):
         self.progress = progress
 
     _constraints = {
-        "n_themes": lambda v, n: check_int(v, n, 1),
-        "batch_size": lambda v, n: check_int(v, n, 1),
-        "solver": _check_solver,
+        "n_themes": V.integer(1),
+        "solver": V.one_of("em", "sgd"),
+        "optimizer": V.protocol("an optax GradientTransformation", "init", "update"),
+        "batch_size": V.integer(1),
+        "chunk": V.optional(V.integer(1)),
+        "progress": V.boolean(),
     }
 
     # ---------------------------------------------------------------- checks
     def _check_params(self):
         self._validate_params()
-        if self.optimizer is not None:
-            if self.solver != "sgd":
-                raise ValueError("optimizer is only used by solver='sgd'; set solver='sgd' or optimizer=None")
-            if not (hasattr(self.optimizer, "init") and hasattr(self.optimizer, "update")):
-                raise ValueError(f"optimizer must be an optax GradientTransformation, got {type(self.optimizer).__name__}")
+        if self.optimizer is not None and self.solver != "sgd":
+            raise ValueError("optimizer is only used by solver='sgd'; set solver='sgd' or optimizer=None")
         return int(self.n_themes), int(self.n_components)
 
     # ---------------------------------------------------------------- fitting
-    def fit(self, X, y=None):
-        """Fit on a :class:`Corpus` or a (documents x words) count matrix (labels are ignored)."""
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
+        """Fit on a :class:`Corpus` or a (documents x words) count matrix (labels are ignored).
+        ``checkpoint``: a folder where the fit's progress (with SGD, the document-order generator
+        too) is saved every ``checkpoint_every`` iterations or epochs, and from which a killed fit
+        resumes, to the same model bit for bit on CPU (:mod:`topicjax.core.checkpoint`)."""
         J, K = self._check_params()
         corpus = self._train_corpus(X)
         corpus.check_topics(K)
+        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         D, W = corpus.n_docs, corpus.n_words
         data = prepare(corpus, J, self.chunk)
-        seed = self._seed()
+        seed = self._seed(ckpt)
         if self.solver == "em":
             state = ttmm_em.em_init(as_key(seed), J, K, W, D)
             state, records = driver.run(ttmm_em.ALGORITHM, None, state, (data,), max_iter=int(self.max_iter),
-                                        tol=float(self.tol), progress=self.progress, desc="TTMM EM")
+                                        tol=float(self.tol), progress=self.progress, desc="TTMM EM",
+                                        checkpoint=None if ckpt is None else ckpt.run("fit"))
             params = state.params
             final = float(np.sum(host_array(doc_log_likelihood(params, data, D)).astype(np.float64)))
             lls = [_total(r) for r in records] + [final]
             self._set_history(records, lls[1:])
         else:
-            params, lls, records = self._fit_sgd(corpus, data, as_key(seed), seed)
+            params, lls, records = self._fit_sgd(corpus, data, as_key(seed), seed, ckpt)
             self._set_history(records, lls[1:])
         self.pi_ = host_array(params.pi)
         self.tau_ = host_array(params.tau)
@@ -138,7 +149,7 @@ class TTMM(TopicModelBase):
         self.history_ = [{"iteration": r["iteration"], "objective": o, "seconds": r["seconds"]}
                          for r, o in zip(records, objectives)]
 
-    def _fit_sgd(self, corpus: Corpus, data, key, seed):
+    def _fit_sgd(self, corpus: Corpus, data, key, seed, ckpt=None):
         import optax
 
         J, K = int(self.n_themes), int(self.n_components)
@@ -168,10 +179,16 @@ class TTMM(TopicModelBase):
             return (f"the optimizer produced non-finite parameters at step {bad + 1} (epoch {epoch}, minibatch "
                     f"{bad - int(s.step) + 1} of {n_b}); lower the learning rate or clip the gradients")
 
+        def set_host(host):  # the document-order generator and the minibatch counts of the epochs done
+            rng.bit_generator.state = host["rng"]
+            n_real[:] = host["n_real"]
+
+        run_ckpt = None if ckpt is None else ckpt.run(
+            "fit", get_host=lambda: {"rng": rng.bit_generator.state, "n_real": list(n_real)}, set_host=set_host)
         try:
             state, records = driver.run(sgd.ALGORITHM, (optimizer, D), state, None, max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM SGD", before=before,
-                                        explain=explain)
+                                        explain=explain, checkpoint=run_ckpt)
         except NumericalError as e:
             raise NumericalError(f"TTMM SGD: {e.blame}", iteration=e.iteration, reason=e.reason, blame=e.blame,
                                  state=e.state) from None
@@ -230,6 +247,17 @@ class TTMM(TopicModelBase):
             models.append(m)
         return models
 
+    def _saved_sizes(self) -> dict:
+        return {**super()._saved_sizes(), "J": int(self.n_themes)}
+
+    @classmethod
+    def load(cls, path, **params):
+        model = super().load(path, **params)
+        if len(model.loglik_history_) != model.n_iter_ + 1:
+            raise SavedModelError(f"{path}: meta.json field 'loglik_history_' has {len(model.loglik_history_)} values, "
+                                  f"expected n_iter_ + 1 = {model.n_iter_ + 1}")
+        return model
+
     # ---------------------------------------------------------------- inference
     def _params(self) -> TTMMParams:
         self._check_fitted()
@@ -244,10 +272,23 @@ class TTMM(TopicModelBase):
         """β transposed, (W, K): the word-topic matrix in the orientation of the other models."""
         return np.asarray(self.beta_).T
 
-    def transform(self, X) -> np.ndarray:
-        """Topic posteriors P(t|d) of eq. 18, ``(n_docs, n_components)`` (see :func:`topic_posterior`)."""
-        corpus, data = self._data(X)
-        return np.asarray(topic_posterior(self._params(), data, corpus.n_docs))
+    def transform(self, X, empty_docs="keep") -> np.ndarray:
+        """Topic posteriors P(t|d) of eq. 18, ``(n_docs, n_components)`` (see :func:`topic_posterior`).
+
+        ``X``: a :class:`~topicjax.data.Corpus` over the model's vocabulary or a count matrix
+        whose columns ARE the model's words in ``vocab_`` order (a matrix has no vocabulary: only
+        its width is checked, permuted columns give other posteriors silently).
+        ``empty_docs``: documents without tokens get the posterior of no evidence, which is the
+        prior ``P(t) ∝ Σ_j π_j τ_jt`` (eq. 18 with no words; ``"keep"``), are left out
+        (``"drop"``: one row per document with tokens, in order) or are an error (``"error"``).
+        """
+        params = self._params()
+        return self._transform_docs(
+            X, empty_docs, lambda c: topic_posterior(params, prepare(c, len(self.pi_), self.chunk), c.n_docs))
+
+    def _no_evidence(self) -> np.ndarray:
+        prior = np.asarray(self.pi_, np.float64) @ np.asarray(self.tau_, np.float64)
+        return prior / prior.sum()
 
     def topic_shares(self, X) -> np.ndarray:
         """Expected topic shares of the documents' tokens, ``(n_docs, n_components)`` (see
@@ -269,6 +310,12 @@ class TTMM(TopicModelBase):
         corpus, data = self._data(X)
         return np.asarray(doc_log_likelihood(self._params(), data, corpus.n_docs), np.float64)
 
-    def score(self, X, y=None) -> float:
-        """Log-likelihood L (eq. 4) of the documents, summed in float64."""
-        return float(np.sum(self.score_samples(X)))
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """The exact conditional ``ln P(held | observed) = ln P(observed + held) - ln P(observed)``
+        (eq. 3) summed over the documents: the theme posterior of the observed half (eq. 6)
+        weighs each theme's predictive of the held-out half (used by :meth:`score`)."""
+        both = Corpus.from_entries(np.concatenate([observed.doc_ids, heldout.doc_ids]),
+                                   np.concatenate([observed.word_ids, heldout.word_ids]),
+                                   np.concatenate([observed.counts, heldout.counts]), vocab=observed.vocab,
+                                   n_docs=observed.n_docs)
+        return float(np.sum(self.score_samples(both) - self.score_samples(observed)))

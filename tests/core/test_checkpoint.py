@@ -1,0 +1,289 @@
+"""Checkpoint and resume (issue 16, part 5): a fit killed by SIGKILL in a subprocess, resumed from its
+checkpoint folder, equals the uninterrupted fit bit for bit (CPU) -- for every family, PTM's order
+sweep and TTMM's SGD (whose document order comes from a host generator) included; and the folder
+refuses another fit, a corrupt file and bad settings with clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import topicjax as tj
+from topicjax.core import checkpoint as ck
+
+# The fits, shared with the child process (which runs this text too).
+SETUP = textwrap.dedent("""
+    import topicjax as tj
+    from topicjax import regularizers as R
+    from topicjax.ptm import select_order
+
+    corpus = tj.datasets.make_bars(n_docs=40, doc_length=30, seed=3)[0]
+
+
+    def history_tau(iteration, history):  # a schedule of the score history: host state of the fit
+        return 0.0 if not history else min(0.5, abs(history[-1]["objective"]) * 2e-5)
+
+
+    FITS = {
+        "PLSA": lambda **kw: tj.PLSA(4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
+        "ARTM": lambda **kw: tj.ARTM(4, max_iter=14, progress=False, scores=("perplexity", "sparsity"),
+                                     regularizers=[(R.sparse_theta(), R.Linear(1, 14, 0.0, 0.3)),
+                                                   (R.decorrelate(), 1.0), (R.smooth_phi(), history_tau)]
+                                     ).fit(corpus, **kw),
+        "PTM": lambda **kw: tj.PTM(4, max_iter=10, tol=0, progress=False).fit(corpus, **kw),
+        "select_order": lambda **kw: select_order(corpus, 5, 3, max_iter=6, tol=0, progress=False, **kw),
+        "TTMM-EM": lambda **kw: tj.TTMM(2, 4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
+        "TTMM-SGD": lambda **kw: tj.TTMM(2, 4, solver="sgd", batch_size=8, max_iter=14, tol=0,
+                                         progress=False).fit(corpus, **kw),
+    }
+""")
+CHILD = SETUP + textwrap.dedent("""
+    import sys, time
+    from topicjax.core import checkpoint as ck
+
+    save = ck.RunCheckpoint.save
+
+    def slow_save(self, *args, **kwargs):  # time for the parent to kill between two checkpoints
+        save(self, *args, **kwargs)
+        time.sleep(0.3)
+
+    ck.RunCheckpoint.save = slow_save
+    FITS[sys.argv[1]](checkpoint=sys.argv[2], checkpoint_every=4)
+    print("FINISHED")
+""")
+NS: dict = {}
+exec(SETUP, NS)  # noqa: S102 - our own fixed text
+FITS = NS["FITS"]
+
+
+def outcome(result) -> dict:
+    """What must be equal between a resumed and an uninterrupted fit: every fitted array and the
+    history (bit for bit; wall times excepted)."""
+    def hist(h):
+        return repr([{k: v for k, v in r.items() if k != "seconds"} for r in h])
+
+    if hasattr(result, "orders"):  # an OrderSelection
+        return {"orders": result.orders, "bics": repr(result.bics),
+                **{f"{M}/{k}": v for M, m in result.models.items() for k, v in outcome(m).items()}}
+    out = {"history": hist(result.history_), "n_iter": result.n_iter_, "phi": np.asarray(result.phi_),
+           "theta": np.asarray(result.theta_)}
+    for name in ("u_", "v_", "pi_", "tau_", "bic_history_", "loglik_history_", "scores_"):
+        if hasattr(result, name):
+            v = getattr(result, name)
+            out[name] = hist(v) if name == "scores_" else (repr(v) if isinstance(v, list) else np.asarray(v))
+    return out
+
+
+def assert_same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        else:
+            assert a[k] == b[k], k
+
+
+def run_meta(path: Path) -> dict:
+    with np.load(path) as z:
+        return json.loads(z["meta"].tobytes())
+
+
+def kill_when(folder: Path, family: str, ready, timeout: float = 240.0) -> subprocess.Popen:
+    """Start the fit in a subprocess; SIGKILL it as soon as ``ready(folder)``."""
+    path = str(Path(tj.__file__).parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": path,
+           "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, str(folder)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    try:
+        while not ready(folder):
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"the fit ended before its first checkpoint: {out.decode()[-500:]} {err.decode()[-2000:]}")
+            if time.monotonic() - t0 > timeout:
+                pytest.fail("no checkpoint appeared in time")
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    return proc
+
+
+@pytest.fixture
+def restores(monkeypatch):
+    """The ``done`` and ``finished`` of every checkpoint a run resumed from."""
+    seen = []
+    real = ck.RunCheckpoint.restore
+
+    def spy(self, state, prev):
+        out = real(self, state, prev)
+        seen.append((self.path.stem, None if out is None else (out[3], out[5])))
+        return out
+
+    monkeypatch.setattr(ck.RunCheckpoint, "restore", spy)
+    return seen
+
+
+@pytest.mark.parametrize("family", ["PLSA", "ARTM", "PTM", "TTMM-EM", "TTMM-SGD"])
+def test_a_killed_fit_resumes_to_the_same_model(family, tmp_path, restores):
+    folder = tmp_path / "ckpt"
+    kill_when(folder, family, lambda f: (f / "fit.npz").is_file())
+    meta = run_meta(folder / "fit.npz")
+    assert 0 < meta["done"] and not meta["finished"], "the kill came after the fit had finished"
+    resumed = FITS[family](checkpoint=folder, checkpoint_every=4)
+    assert restores == [("fit", (meta["done"], False))]  # it resumed, it did not start over
+    assert_same(outcome(resumed), outcome(FITS[family]()))
+
+
+def test_a_killed_order_sweep_resumes_at_its_order_and_iteration(tmp_path, restores):
+    folder = tmp_path / "ckpt"
+    kill_when(folder, "select_order", lambda f: (f / "order_4.npz").is_file())
+    assert run_meta(folder / "order_5.npz")["finished"]
+    meta4 = run_meta(folder / "order_4.npz")
+    assert 0 < meta4["done"] < 6 and not meta4["finished"]
+    resumed = FITS["select_order"](checkpoint=folder, checkpoint_every=4)
+    # order 5 restored finished (not refitted), order 4 at its saved iteration, order 3 fresh
+    assert restores == [("order_5", (6, True)), ("order_4", (meta4["done"], False)), ("order_3", None)]
+    assert_same(outcome(resumed), outcome(FITS["select_order"]()))
+
+
+# ----------------------------------------------------------------------------- in-process behaviour
+class Interrupt(BaseException):
+    pass
+
+
+def interrupted(make, folder, after_saves: int, monkeypatch, **kw):
+    """Run ``make(checkpoint=folder)`` and stop it right after its ``after_saves``-th checkpoint."""
+    real = ck.RunCheckpoint.save
+    count = [0]
+
+    def save(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        count[0] += 1
+        if count[0] == after_saves:
+            raise Interrupt
+
+    monkeypatch.setattr(ck.RunCheckpoint, "save", save)
+    with pytest.raises(Interrupt):
+        make(checkpoint=folder, **kw)
+    monkeypatch.undo()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return NS["corpus"]
+
+
+def test_random_state_none_resumes_with_the_checkpoint_seed(corpus, tmp_path, monkeypatch):
+    def make(**kw):
+        return tj.PLSA(4, max_iter=12, tol=0, random_state=None, progress=False).fit(corpus, **kw)
+
+    interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=5)
+    seed = json.loads((tmp_path / "checkpoint.json").read_text())["seed"]
+    resumed = make(checkpoint=tmp_path, checkpoint_every=5)
+    assert resumed.seed_ == seed
+    np.testing.assert_array_equal(resumed.phi_, tj.PLSA(4, max_iter=12, tol=0, random_state=seed,
+                                                         progress=False).fit(corpus).phi_)
+
+
+def test_a_finished_checkpoint_returns_the_model_at_once(corpus, tmp_path, restores, monkeypatch):
+    first = tj.PLSA(4, max_iter=9, tol=0, progress=False).fit(corpus, checkpoint=tmp_path, checkpoint_every=4)
+    from topicjax.core import driver
+
+    monkeypatch.setattr(driver, "_block", None)  # any iteration would fail
+    again = tj.PLSA(4, max_iter=9, tol=0, progress=False).fit(corpus, checkpoint=tmp_path, checkpoint_every=4)
+    assert restores[-1] == ("fit", (9, True))
+    assert_same(outcome(again), outcome(first))
+
+
+def test_convergence_is_resumed_too(corpus, tmp_path, monkeypatch):
+    """The stopping rule's last measure is part of the checkpoint: a run that converges after the
+    resume stops at the same iteration."""
+    def make(**kw):
+        return tj.TTMM(2, 4, max_iter=200, tol=1e-4, progress=False).fit(corpus, **kw)
+
+    reference = make()
+    assert 2 < reference.n_iter_ < 200
+    interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=2)
+    assert_same(outcome(make(checkpoint=tmp_path, checkpoint_every=2)), outcome(reference))
+
+
+def test_another_fit_is_refused(corpus, tmp_path):
+    tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path)
+    with pytest.raises(ValueError, match=rf"checkpoint {tmp_path} was written by another fit \(params.max_iter "
+                                         r"differs: 3 there, 4 now\); use another folder or delete it"):
+        tj.PLSA(4, max_iter=4, progress=False).fit(corpus, checkpoint=tmp_path)
+    other = tj.datasets.make_bars(n_docs=40, doc_length=30, seed=4)[0]
+    with pytest.raises(ValueError, match=r"was written by another fit \(corpus differs"):
+        tj.PLSA(4, max_iter=3, progress=False).fit(other, checkpoint=tmp_path)
+    with pytest.raises(ValueError, match=r"was written by another fit \(model differs: 'PLSA' there, 'PTM' now\)"):
+        tj.PTM(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path)
+    # the progress bar is not part of the fit
+    tj.PLSA(4, max_iter=3, progress=True).fit(corpus, checkpoint=tmp_path)
+
+
+def test_corrupt_checkpoints_are_named(corpus, tmp_path):
+    tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path)
+    (tmp_path / "fit.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(ValueError, match=rf"checkpoint {tmp_path / 'fit.npz'} is corrupt \(.*\); delete it"):
+        tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path)
+    (tmp_path / "checkpoint.json").write_text("{")
+    with pytest.raises(ValueError, match=rf"checkpoint {tmp_path / 'checkpoint.json'} is corrupt"):
+        tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path)
+
+
+def test_checkpoint_settings_are_validated(corpus, tmp_path):
+    with pytest.raises(ValueError, match=r"^checkpoint_every must be an integer >= 1, got 0"):
+        tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path, checkpoint_every=0)
+    with pytest.raises(ValueError, match=r"^checkpoint_every must be an integer >= 1, got 2.5"):
+        tj.TTMM(2, 4, max_iter=3, progress=False).fit(corpus, checkpoint_every=2.5)
+    with pytest.raises(ValueError, match=r"^checkpoint must be a folder path \(str or os.PathLike\), got 3"):
+        tj.PTM(4, max_iter=3, progress=False).fit(corpus, checkpoint=3)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"exists and is not a folder"):
+        tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path / "file")
+
+
+def test_history_and_host_values_round_trip_exactly(tmp_path):
+    import jax.numpy as jnp
+
+    value = {"a": [1, 2.5, float("nan"), None, True, "x", (3, np.float32(0.1))], "b": np.arange(3.0),
+             "big": 2**100, "g": np.int64(7)}
+    got = {}
+    run = ck.RunCheckpoint(tmp_path / "x.npz", 1, get_host=lambda: value, set_host=got.update)
+    run.save(jnp.arange(2.0), {"m": jnp.zeros(())}, True, 1, [value, {"iteration": 2}], finished=False)
+    state, prev, has_prev, done, history, finished = run.restore(jnp.zeros(2), {"m": jnp.ones(())})
+    assert repr(history) == repr([value, {"iteration": 2}]) and repr(got) == repr(value)
+    assert type(history[0]["a"][6][1]) is np.float32 and type(history[0]["g"]) is np.int64
+    np.testing.assert_array_equal(state, [0.0, 1.0])
+    assert float(prev["m"]) == 0.0 and has_prev and done == 1 and not finished
+    with pytest.raises(ValueError, match="the saved state has another structure than this fit's"):
+        run.restore((jnp.zeros(2),), {"m": jnp.ones(())})
+    with pytest.raises(ValueError, match=r"state leaf 0 is float32\[2\], this fit has float32\[3\]"):
+        run.restore(jnp.zeros(3), {"m": jnp.ones(())})
+
+
+def test_a_sharded_fit_resumes_on_its_mesh(corpus, tmp_path, monkeypatch):
+    from topicjax.scale.distributed import make_mesh
+
+    def make(**kw):
+        return tj.ARTM(4, max_iter=10, progress=False, scores=()).fit(corpus, mesh=make_mesh(), **kw)
+
+    interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=4)
+    assert_same(outcome(make(checkpoint=tmp_path, checkpoint_every=4)), outcome(make()))
+    with pytest.raises(ValueError, match=r"another fit \(devices differs: 1 there, None now\)"):
+        tj.ARTM(4, max_iter=10, progress=False, scores=()).fit(corpus, checkpoint=tmp_path)

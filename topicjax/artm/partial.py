@@ -1,0 +1,178 @@
+"""``partial_fit`` for ARTM and PLSA: one step of the online algorithm per call.
+
+Each call is one batch of BigARTM's online algorithm (ARTM sec. 4), the step
+:func:`topicjax.scale.online.batch_step` of :func:`~topicjax.scale.online.fit_online`, with its
+state kept on the estimator (``online_state_``):
+
+1. Θ of the batch's documents starts from uniform and takes ``doc_passes - 1`` iterations of
+   eq. 16 with Φ fixed (``doc_passes``: the estimator's, default 10 as in BigARTM);
+2. one E-step gives the batch's counts ``n̂_wt`` (eq. 7);
+3. ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` with ``ρ = (learning_offset + t)^(-learning_decay)`` (``t``
+   the number of earlier updates; BigARTM's ``tau0`` and ``kappa``), and Φ is the regularized
+   M-step (eq. 15) of ``n_wt``.
+
+So ``partial_fit`` over the batches of a store, in order, is :func:`fit_online` over that store
+(one pass, ``update_every=1``; tested).  The first call starts from the Φ that :meth:`fit` would
+start from (the same ``random_state``); on a model fitted by :meth:`fit` (or loaded), the first
+call starts from its Φ with no accumulated counts.  Regularizers: those of the online algorithm
+(bound to the batch's shape; per-document regularizers and schedules of the score history are
+refused); a schedule ``tau(iteration)`` is evaluated at the update number ``t + 1`` (tabulated
+for ``max_iter`` updates, its last value after that).  Modalities, classes (``y`` is
+ignored) and ``doc_passes=None`` are those of the offline fit only.
+
+After a call: ``phi_``, ``components_``, ``history_`` (one record per call: ``iteration``,
+``objective`` = log-likelihood of the batch under the Φ before its update, ``perplexity``,
+``rho``, ``seconds``), ``n_iter_``, ``n_batch_iter_`` (updates so far, as scikit-learn's LDA) and
+everything :meth:`transform` needs.  ``theta_`` is None: the documents of a stream are not kept
+(use :meth:`transform`).
+
+>>> import topicjax as tj
+>>> corpus, _ = tj.datasets.make_bars(n_docs=200, seed=0)
+>>> model = tj.PLSA(10, progress=False)
+>>> for first in range(0, 200, 50):
+...     model = model.partial_fit(corpus.subset(range(first, first + 50)))
+>>> model.n_batch_iter_, model.components_.shape
+(4, (10, 25))
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.artm import setup as S
+from topicjax.core import layout
+from topicjax.core.errors import NumericalError
+from topicjax.core.random import as_key
+from topicjax.estimator import check_number
+from topicjax.regularizers import Context
+from topicjax.scale import online
+
+__all__ = ["PartialFitMixin", "DEFAULT_DOC_PASSES"]
+
+#: Θ iterations per batch when ``doc_passes`` is None (BigARTM's ``num_document_passes``)
+DEFAULT_DOC_PASSES = 10
+
+_step = jax.jit(online.batch_step, static_argnums=(4, 5))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def batch_layout(corpus, dtype=np.float32) -> tuple[layout.DocWordCounts, int]:
+    """The batch in the sliced layout, its documents padded to a power of two (at least 8) and its
+    chunks to a power of two, so that a stream of batches of varying sizes compiles few shapes;
+    returns the layout and the padded number of documents (padding documents are empty)."""
+    offsets = np.asarray(corpus.doc_offsets, np.int64)
+    n_docs = max(8, _pow2(corpus.n_docs))
+    offsets = np.concatenate([offsets, np.full(n_docs - corpus.n_docs, offsets[-1])])
+    n_pieces = int((-(-np.diff(offsets) // layout.PIECE)).sum())
+    k = min(layout.DEFAULT_CHUNK // layout.PIECE, _pow2(n_pieces))
+    n_chunks = _pow2(-(-n_pieces // k))
+    arrays = layout.sliced_layout(offsets, corpus.word_ids, corpus.counts, layout.PIECE, k, n_chunks, dtype=dtype)
+    return layout.DocWordCounts(*(jnp.asarray(a) for a in arrays)), n_docs
+
+
+class PartialFitMixin:
+    """``partial_fit`` (see the module docstring) for :class:`~topicjax.artm.ARTM` and PLSA."""
+
+    def _online_settings(self):
+        check_number(self.learning_offset, "learning_offset", 0.0)
+        check_number(self.learning_decay, "learning_decay", 0.0)
+        if self.label_weight is not None:
+            raise ValueError("partial_fit learns without classes: label_weight must be None")
+        if self.modality_weights:
+            raise ValueError("partial_fit learns one modality: modality_weights must be None")
+        return online.OnlineStatic(int(self.doc_passes or DEFAULT_DOC_PASSES), float(self.learning_decay),
+                                   float(self.learning_offset))
+
+    def _online_continues(self) -> bool:
+        return getattr(self, "online_state_", None) is not None and getattr(self, "_online_phi", None) is self.phi_
+
+    def partial_fit(self, X, y=None):
+        """Update the model with one batch of documents ``X`` (a Corpus or a count matrix); see
+        :mod:`topicjax.artm.partial`.  ``y`` is ignored, as by every unsupervised scikit-learn
+        estimator (classes are learned by :meth:`fit` only)."""
+        self._check_settings()
+        static = self._online_settings()
+        fitted = self.__sklearn_is_fitted__()
+        corpus = self._new_corpus(X) if fitted else self._train_corpus(X)
+        if corpus.modalities is not None and len(corpus.modality_names) > 1:
+            raise ValueError("partial_fit learns one modality; the batch has modalities "
+                             f"{list(corpus.modality_names)} (use fit, or select_modality)")
+        T, W = int(self.n_components), corpus.n_words
+        corpus.check_topics(T)
+        names, background = S.topic_structure(T, self.background_topics, self.topic_names)
+        reg = self.regularizer()
+        for t in reg.terms:
+            if t.per_document:
+                raise ValueError(f"regularizer {t.name!r} holds data about particular documents; partial_fit sees "
+                                 "batches, not documents by index")
+        data, n_docs = batch_layout(corpus)
+        ctx = Context(n_words=W, n_topics=T, n_docs=n_docs, topic_names=names, background=background)
+        reg = reg.bind(ctx).resolve(int(self.max_iter)).cast(jnp.float32)
+        if reg.on_host:
+            raise ValueError("partial_fit does not support schedules of the score history")
+        if fitted and self._online_continues():
+            state = self.online_state_
+        else:
+            if fitted:  # a model fitted by fit() or loaded: start from its Φ, with no accumulated counts
+                phi = jnp.asarray(self.phi_, jnp.float32)
+                z = jnp.zeros_like(phi)
+                state = online.OnlineState(phi, z, z, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), reg.params)
+            else:
+                state = online.online_init(as_key(self._seed()), W, T, reg=reg)
+            reg.check(state.phi, jnp.full((T, n_docs), 1.0 / T), state.params)
+            self.history_ = []
+        t0 = time.perf_counter()
+        new = _step(state, data, reg, jnp.asarray(True), static, n_docs)
+        phi = np.asarray(new.phi)
+        loglik = float(new.loglik)
+        it = int(state.updates) + 1
+        if not (np.all(np.isfinite(phi)) and np.isfinite(loglik)):
+            coefs = {t.name: float(t.coef(it)) for t in reg.terms}
+            raise NumericalError(f"{type(self).__name__}.partial_fit: update {it} produced non-finite values "
+                                 f"(regularizers and coefficients: {coefs or 'none'}); the model is unchanged",
+                                 iteration=it, reason="nonfinite", state=state)
+        if not (phi.sum(0) > 0).any():
+            raise NumericalError(f"{type(self).__name__}.partial_fit: update {it} removed every topic; the model is "
+                                 "unchanged", iteration=it, reason="collapse", state=state)
+        rho = float(np.power(static.tau0 + float(state.updates), -static.kappa))
+        self.online_state_ = new
+        self._store_online(phi, reg, new, names, background, W, T)
+        self.history_ = list(getattr(self, "history_", [])) + [{
+            "iteration": it, "objective": loglik, "perplexity": float(np.exp(-loglik / corpus.n_tokens)),
+            "rho": rho, "seconds": time.perf_counter() - t0}]
+        self.scores_ = self.history_
+        self.n_iter_ = len(self.history_)
+        self.n_batch_iter_ = int(new.updates)
+        return self
+
+    def _store_online(self, phi, reg, state, names, background, W, T):
+        """The fitted attributes that ``transform``, ``save`` and the views need."""
+        self.phi_ = phi
+        self._online_phi = phi
+        self.theta_ = None
+        self.psi_ = None
+        alive = (phi.sum(0) > 0).astype(np.float32)
+        self.topic_alive_ = alive
+        self.doc_alive_ = None
+        self.topic_names_ = list(names)
+        self.background_ = [int(b) for b in background]
+        self.removed_topics_ = [names[j] for j in np.flatnonzero(alive == 0)]
+        self.removed_docs_ = []
+        self.classes_ = []
+        it = int(state.updates)
+        self.final_taus_ = [float(t.coef(it)) for t in reg.terms]
+        self.modality_names_ = ["words"]
+        self.row_modality_ = np.zeros(W, np.int32)
+        self.row_weights_ = [1.0]
+        self._class_freq = None
+        self.regularizer_names_ = list(reg.names)
+        self.learned_params_ = [{k: np.asarray(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
+                                for t, p in zip(reg.terms, state.params)]
+        self._set_components()
