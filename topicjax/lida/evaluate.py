@@ -1,6 +1,7 @@
 """Evaluation (sec. 5.1): posterior means (46)-(47) of one sample and their running averages, the
-training log-likelihood, document completion of held-out documents, and the enumerated LDA
-posterior used by the tests."""
+training log-likelihood, the collapsed log-likelihood of a sample (the estimator's objective),
+the topic proportions of a document without tokens, document completion of held-out documents,
+and the enumerated LDA posterior used by the tests."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import numpy as np
 from .ibp import log_ratio_add_empty, topic_prior_logodds, word_prior_logodds
 from .masks import diagonal_scan
 from .draw import inverse_cdf
+from .parallel import denominator
 from .state import Config, State, canonical
 
-__all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik", "fold_in", "enumerate_lda_posterior"]
+__all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik", "collapsed_loglik", "no_evidence",
+           "fold_in", "enumerate_lda_posterior"]
 
 
 class Averages(NamedTuple):
@@ -93,6 +96,62 @@ def accumulate(avg: Averages | None, state: State, cfg: Config) -> Averages:
 def loglik(phi, theta, doc_ids, word_ids, counts):
     p = jnp.sum(phi[word_ids] * theta[doc_ids], axis=1)
     return jnp.sum(counts * jnp.log(jnp.maximum(p, 1e-30)))
+
+
+def collapsed_loglik(state: State, cfg: Config) -> float:
+    """ln p(w | z, Φ̄, β) of one sample, float64: eq. (24) with Φ integrated out,
+
+        Σ_k [ln Γ(B_k) − ln Γ(B_k + n_k)] + Σ_{v,k: n_vk > 0} [ln Γ(β + n_vk) − ln Γ(β)],
+
+    B_k = φ̄_·k β (LIDA, SSTM) or W β (LDA, FTM): the Dirichlet-multinomial whose predictive is the
+    word factor (β + n_vk)/(B_k + n_k) of the sampler's conditional (35)-(38).  Topics without
+    tokens contribute 0.  The objective of :class:`~topicjax.lida.LIDA`'s ``history_`` (the
+    monitor of Griffiths & Steyvers 2004): O(W K) per sweep, no (tokens x topics) array.  Per-topic
+    sums in float32, their total in float64."""
+    return float(np.sum(np.asarray(_collapsed_jit(state, cfg), np.float64)))
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _collapsed_jit(state: State, cfg: Config):
+    den = denominator(state, cfg, state.phi_bar)
+    n_k = state.n_k.astype(jnp.float32)
+    beta = jnp.asarray(state.beta, jnp.float32)
+    g = jax.scipy.special.gammaln
+    norm = jnp.where(state.n_k > 0, g(jnp.maximum(den, 1e-30)) - g(den + n_k), 0.0)
+    words = jnp.sum(jnp.where(state.n_wk > 0, g(beta + state.n_wk.astype(jnp.float32)) - g(beta), 0.0), axis=0)
+    return norm + words
+
+
+def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool) -> np.ndarray:
+    """Topic proportions of a document without tokens, float64 ``(T,)``.
+
+    LDA, SSTM (every topic in every document): θ = α / (T α), uniform.  FTM, LIDA: what the
+    document-completion sampler (:func:`fold_in`) averages for such a document: with no tokens
+    the topics are independent, θ̄_k ~ Bernoulli(p_k), p_k = (c_k − σ)/(D + δ) (eq. 29 with the
+    D training documents as the other customers, c_k of them using topic k, no likelihood term),
+    and θ_k = θ̄_k / Σ_j θ̄_j (eq. 46 with n_d = 0), so
+
+        θ_k = E[θ̄_k / S | S ≥ 1] = p_k ∫_0^1 Π_{j≠k} (1 − p_j + p_j t) dt / P(S ≥ 1),
+
+    using 1/(1 + s) = ∫_0^1 t^s dt.  The integrand is a polynomial of degree T − 1, integrated
+    exactly by ⌈T/2⌉-point Gauss-Legendre (in log space).  (S = 0, no topic at all, has no θ: the
+    proportions are conditioned on at least one topic.)
+
+    >>> np.round(no_evidence([2, 2], 4, 1.0, 0.0, True), 3).tolist()  # symmetric: uniform
+    [0.5, 0.5]
+    """
+    c = np.asarray(doc_freq, np.float64)
+    T = c.size
+    if not focused or T == 1:
+        return np.full(T, 1.0 / T)
+    p = np.clip((c - sigma) / (n_docs + delta), 1e-300, 1.0)
+    x, w = np.polynomial.legendre.leggauss(max(1, -(-T // 2)))
+    t, w = (x + 1) / 2, w / 2  # nodes and weights on [0, 1]
+    log_f = np.log1p(p[:, None] * (t[None, :] - 1))  # (T, nodes): ln(1 − p_j + p_j t)
+    total = log_f.sum(0)
+    shift = total.max()
+    vals = p * (np.exp(total[None, :] - log_f - shift) @ w)  # E[θ̄_k / S; S ≥ 1] · e^{-shift}
+    return vals / vals.sum()
 
 
 # ============================================================================ document completion

@@ -9,15 +9,52 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.estimator import TopicModelBase
+from topicjax.core import validation as V
+from topicjax.core.errors import NumericalError
+from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
-from .evaluate import Averages, accumulate, add_sample, fold_in, loglik, sample_means
+from topicjax.estimator import TopicModelBase
+from topicjax.persistence import ArraySpec, SavedModelError
+from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, fold_in, loglik, no_evidence, sample_means
 from .hyper import hyper_update
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
 
 __all__ = ["LIDA"]
+
+
+def _discount(value, name):
+    """A discount σ, ζ of the three-parameter IBP: a number in [0, 1)."""
+    v = V.check_number(value, name, 0.0)
+    if v >= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return v
+
+
+_discount.accepts = "a number in [0, 1)"
+
+
+def _hyper_names(value, name):
+    """Names of hyperparameters (``fixed_hyper``): a list or tuple of names of ``HYPER``."""
+    what = f"a list of names among {', '.join(repr(h) for h in HYPER)}"
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    for h in value:
+        if h not in HYPER:
+            raise ValueError(f"{name} must be {what}, got {value!r} (unknown hyperparameter {h!r})")
+    return tuple(value)
+
+
+def _gamma_prior(value, name):
+    """(shape, rate) of a Gamma prior: two finite numbers > 0."""
+    what = "a pair (shape, rate) of finite numbers > 0"
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    try:
+        return tuple(V.check_number(v, name, 0.0, low_open=True) for v in value)
+    except ValueError:
+        raise ValueError(f"{name} must be {what}, got {value!r}") from None
 
 
 class LIDA(TopicModelBase):
@@ -59,8 +96,19 @@ class LIDA(TopicModelBase):
         as in Mallet's ``optimize_burn_in``, avoids that trap.
     grow: ``"auto"`` (double K_max / phantom rows when a sweep runs out) or ``"error"``.
     transform_iter: sweeps of the document-completion sampler (half of them burn-in).
-    eval_every: record the training log-likelihood every so many sweeps (0: never).
-    random_state, progress: seed (``jax.random.key``) and tqdm progress bar over sweeps.
+    eval_every: record the training log-likelihood ln p(w | Φ̂, Θ̂) of the sample every so many
+        sweeps (0: never; it costs a (non-zeros x topics) pass).
+    random_state: an int, ``None`` (a fresh seed, kept in ``seed_``) or a ``jax.random`` key; the
+        same seed gives the same chain on CPU (the compiled CPU kernel and the XLA sweep draw the
+        same uniforms but may differ in float32 rounding, see :mod:`topicjax.lida.kernel`).
+    progress: tqdm progress bar over sweeps.
+
+    Every parameter is validated when ``fit`` starts (``_constraints``,
+    :mod:`topicjax.core.validation`).  :meth:`fit_many` (seeds and parameter grids, e.g.
+    ``params={"alpha": [...]}``) runs the chains one after the other (or in threads) on the host:
+    a chain's K_max grows and its active-list lengths change between sweeps, so it is not a
+    fixed-shape algorithm of :func:`topicjax.core.driver.run_many`; each model equals its separate
+    fit.
 
     Fitted attributes: ``phi_`` (W x T) and ``theta_`` (T x D) posterior means over the live topics
     (columns of ``phi_`` are renormalised to one, except with the infinite vocabulary where the
@@ -68,14 +116,56 @@ class LIDA(TopicModelBase):
     topics born during the averaging window have fewer samples),
     ``topic_slots_`` (their slots), ``theta_bar_`` (T x D) and ``phi_bar_`` (W x T) masks of the
     last sample, ``doc_freq_`` (documents per topic), ``n_topics_``, ``hyper_trace_`` (one list per
-    hyperparameter, one value per sweep), ``history_`` (per sweep: live topics, seconds, and every
-    ``eval_every`` sweeps the training log-likelihood), ``n_iter_``, ``n_components_`` (final K_max);
+    hyperparameter, one value per sweep), ``history_`` (one record per sweep: ``iteration``
+    (1, 2, ...), ``objective`` = ln p(w | z, Φ̄, β) of the sample
+    (:func:`~topicjax.lida.evaluate.collapsed_loglik`), ``n_topics`` (live topics), ``seconds``,
+    and every ``eval_every`` sweeps ``log_likelihood`` / ``perplexity`` of ln p(w | Φ̂, Θ̂)),
+    ``n_iter_``, ``n_components_`` (final K_max), ``components_`` (T x W; rows sum to one except
+    with the infinite vocabulary, where the missing mass belongs to unobserved words),
+    ``seed_``, ``transform_seed_`` (the seed of :meth:`transform`'s sampler, saved);
     not saved: ``state_`` (the last :class:`State`), ``config_``, ``tokens_``.
     """
 
     _saved_arrays = ("phi_", "theta_", "theta_bar_", "phi_bar_", "doc_freq_", "topic_slots_")
     _saved_meta = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
-                   "n_train_docs_")
+                   "n_train_docs_", "transform_seed_")
+    _array_specs = {
+        "phi_": ArraySpec(("W", "T"), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        "theta_bar_": ArraySpec(("T", "D"), "b"),
+        "phi_bar_": ArraySpec(("W", "T"), "b"),
+        "doc_freq_": ArraySpec(("T",), "iu"),
+        "topic_slots_": ArraySpec(("T",), "iu"),
+    }
+    _meta_specs = {"history_": "records", "n_iter_": "int", "n_topics_": "int", "n_components_": "int",
+                   "n_train_docs_": "int", "transform_seed_": "int"}
+    _meta_required = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
+                      "n_train_docs_", "transform_seed_")
+    _constraints = {
+        "variant": V.one_of(*VARIANTS),
+        "mode": V.one_of(*MODES),
+        "burn_in": V.optional(V.integer(0)),
+        "batch_size": V.optional(V.integer(1)),
+        "mh_steps": V.optional(V.integer(0)),
+        "init_topics": V.optional(V.integer(1)),
+        **{h: V.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
+        "delta": V.number(),
+        "xi": V.number(),
+        "sigma": _discount,
+        "zeta": _discount,
+        "sample_hyper": V.boolean(),
+        "fixed_hyper": _hyper_names,
+        "eta_prior": _gamma_prior,
+        "gamma_prior": _gamma_prior,
+        "vocabulary": V.one_of("finite", "infinite"),
+        "n_phantom": V.optional(V.integer(0)),
+        "hyper_start": V.optional(V.integer(0)),
+        "grow": V.one_of("auto", "error"),
+        "transform_iter": V.integer(1),
+        "eval_every": V.integer(0),
+        "init": V.one_of("random", "ibp"),
+        "progress": V.boolean(),
+    }
 
     def __init__(self, variant="lida", n_components=100, *, max_iter=200, burn_in=None, mode="parallel",
                  batch_size=None, mh_steps=None, init_topics=None, alpha=0.1, beta=0.01, eta=5.0, delta=1.0,
@@ -115,47 +205,16 @@ class LIDA(TopicModelBase):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        if self.variant not in VARIANTS:
-            raise ValueError(f"unknown variant {self.variant!r}; choose one of {list(VARIANTS)}")
-        if not isinstance(self.n_components, (int, np.integer)) or self.n_components < 1:
-            raise ValueError(f"n_components (K_max) must be a positive integer, got {self.n_components!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {self.mode!r}")
-        if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive integer, got {self.max_iter!r}")
-        if self.burn_in is not None and not (0 <= self.burn_in):
-            raise ValueError(f"burn_in must be >= 0, got {self.burn_in!r}")
-        if self.vocabulary not in ("finite", "infinite"):
-            raise ValueError(f"vocabulary must be 'finite' or 'infinite', got {self.vocabulary!r}")
-        if self.init not in ("random", "ibp"):
-            raise ValueError(f"init must be 'random' or 'ibp', got {self.init!r}")
-        if self.grow not in ("auto", "error"):
-            raise ValueError(f"grow must be 'auto' or 'error', got {self.grow!r}")
-        if self.mh_steps is not None and (not isinstance(self.mh_steps, (int, np.integer)) or self.mh_steps < 0):
-            raise ValueError(f"mh_steps must be a non-negative integer or None, got {self.mh_steps!r}")
+        """Every parameter through its validator, then the constraints between parameters."""
+        self._validate_params()
         if self.mode == "parallel" and self._mh_steps() and self.variant in ("lida", "ftm"):
             raise ValueError(f"mh_steps={self.mh_steps}: the parallel sweep's MH proposals need every topic active "
                              f"in every document (variants 'lda', 'sstm'); use mh_steps=0 for {self.variant!r}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}")
-        for name in ("alpha", "beta", "eta", "gamma"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
-        for name in ("sigma", "zeta"):
-            v = getattr(self, name)
-            if not (0 <= v < 1):
-                raise ValueError(f"{name} (a discount) must be in [0, 1), got {v!r}")
         if not self.delta > -self.sigma:
             raise ValueError(f"delta must be > -sigma = {-self.sigma}, got {self.delta!r}")
         if not self.xi > -self.zeta:
             raise ValueError(f"xi must be > -zeta = {-self.zeta}, got {self.xi!r}")
-        bad = [h for h in self.fixed_hyper if h not in HYPER]
-        if bad:
-            raise ValueError(f"fixed_hyper: unknown hyperparameter {bad[0]!r}; known: {list(HYPER)}")
-        if self.hyper_start is not None and self.hyper_start < 0:
-            raise ValueError(f"hyper_start must be >= 0, got {self.hyper_start!r}")
-        if self.init_topics is not None and not (1 <= self.init_topics <= self.n_components):
+        if self.init_topics is not None and self.init_topics > self.n_components:
             raise ValueError(f"init_topics must be in [1, n_components={self.n_components}], got {self.init_topics!r}")
 
     def _block_tokens(self, n_tokens: int) -> int:
@@ -190,6 +249,7 @@ class LIDA(TopicModelBase):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y=None):
+        """Run ``max_iter`` sweeps on a :class:`Corpus` or a (documents x words) count matrix."""
         self._check_params()
         corpus = self._train_corpus(X)
         if corpus.n_tokens == 0:
@@ -202,9 +262,10 @@ class LIDA(TopicModelBase):
         if self.vocabulary == "infinite" and self.variant in ("lida", "sstm"):
             n_phantom = int(self.n_phantom) if self.n_phantom is not None else max(64, W // 4)
         K = int(self.n_components)
+        key = as_key(self._seed())
         theta_init = None
         if self.init == "ibp" and self.variant in ("lida", "ftm"):
-            rng = np.random.default_rng(int(self.random_state))
+            rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
             theta_init = ibp_sample(rng, corpus.n_docs, float(self.eta), float(self.delta), float(self.sigma),
                                     min_features=1)
             K0 = theta_init.shape[1]
@@ -217,7 +278,7 @@ class LIDA(TopicModelBase):
         cfg = self._config(corpus, K, W + n_phantom)
         init_topics = self.init_topics or (K if self.variant in ("lda", "sstm") else min(K, 20))
         hyper = {h: getattr(self, h) for h in HYPER}
-        key = jax.random.key(int(self.random_state))
+        k_tr = jax.random.fold_in(key, 0x7E57)  # the transform's seed, apart from the chain's keys
         k_init, k_hyp, key = jax.random.split(key, 3)
         state = init_state(k_init, tokens, cfg, hyper, init_topics, theta_init)
         burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
@@ -255,9 +316,14 @@ class LIDA(TopicModelBase):
                 for h in HYPER:
                     trace[h].append(float(getattr(state, h)))
                 live = int(jnp.sum(jnp.any(state.theta_bar, axis=0)))
-                rec = {"sweep": it, "n_topics": live}
                 if not np.isfinite(trace["alpha"][-1]) or not np.isfinite(trace["beta"][-1]):
-                    raise FloatingPointError(f"sweep {it}: hyperparameter update produced a non-finite value")
+                    raise NumericalError(f"sweep {it}: hyperparameter update produced a non-finite value",
+                                         iteration=it + 1, reason="nonfinite")
+                objective = collapsed_loglik(state, cfg)
+                if not np.isfinite(objective):
+                    raise NumericalError(f"sweep {it}: the log-likelihood ln p(w | z) is not finite",
+                                         iteration=it + 1, reason="nonfinite")
+                rec = {"iteration": it + 1, "objective": objective, "n_topics": live}
                 evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
                 if it >= burn_in or evaluate:
                     means = sample_means(state, cfg)
@@ -266,7 +332,8 @@ class LIDA(TopicModelBase):
                 if evaluate:
                     ll = float(loglik(means[0], means[1], *ll_args))
                     if not np.isfinite(ll):
-                        raise FloatingPointError(f"sweep {it}: training log-likelihood is not finite")
+                        raise NumericalError(f"sweep {it}: training log-likelihood is not finite",
+                                             iteration=it + 1, reason="nonfinite")
                     rec["log_likelihood"] = ll
                     rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
                 rec["seconds"] = time.perf_counter() - t0
@@ -281,8 +348,22 @@ class LIDA(TopicModelBase):
         self.hyper_trace_ = trace
         self.history_ = history
         self.n_iter_ = self.max_iter
+        self.transform_seed_ = int(jax.random.bits(k_tr, (), jnp.uint32))
         self.state_, self.config_, self.tokens_ = state, cfg, tokens
+        self._set_components()
         return self
+
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, workers=None) -> list:
+        """Many chains: clones with ``random_state=seeds[g]``, ``n_components=n_topics[g]`` and
+        ``params = {name: [value per chain]}`` (e.g. ``{"alpha": [0.05, 0.1]}``), each equal to
+        its separate :meth:`fit`.  The chains run on the host one after the other
+        (``mode="sequential"``) or in ``workers`` threads (``mode="threads"``; the compiled CPU
+        kernel serialises its calls): a chain grows K_max and changes its active-list lengths
+        between sweeps, so it is not a fixed-shape algorithm of
+        :func:`topicjax.core.driver.run_many` (:meth:`TopicModelBase.fit_many`).  This
+        estimator's own parameters are validated first, the ones a setting replaces included."""
+        self._check_params()
+        return super().fit_many(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode, workers=workers)
 
     @staticmethod
     def _zero_avg(cfg: Config) -> Averages:
@@ -319,12 +400,38 @@ class LIDA(TopicModelBase):
         self.hyper_ = {h: float(getattr(state, h)) for h in HYPER}
         self.hyper_.update(sigma=float(self.sigma), zeta=float(self.zeta))
 
+    def _saved_sizes(self) -> dict:
+        # T is the number of live topics (n_topics_), bound by phi_ and checked against n_topics_
+        return {"W": len(self.vocab_)}
+
     @classmethod
     def load(cls, path, **params):
-        """Load a model saved by :meth:`save` (tuple parameters come back as tuples)."""
+        """Load a model saved by :meth:`save` (tuple parameters come back as tuples); every field
+        is checked (:class:`~topicjax.persistence.SavedModelError` naming the folder and field)."""
         model = super().load(path, **params)
         for name in ("fixed_hyper", "eta_prior", "gamma_prior"):
             setattr(model, name, tuple(getattr(model, name)))
+        sizes = model._load_sizes
+        for name, size in (("n_topics_", "T"), ("n_train_docs_", "D")):
+            if getattr(model, name) != sizes[size]:
+                raise SavedModelError(f"{path}: meta.json field {name!r} is {getattr(model, name)}, but the arrays "
+                                      f"hold {sizes[size]}")
+        if model.n_components_ < model.n_topics_:
+            raise SavedModelError(f"{path}: meta.json field 'n_components_' is {model.n_components_}, fewer than "
+                                  f"n_topics_ = {model.n_topics_}")
+        known = set(HYPER) | {"sigma", "zeta"}
+        for name in ("hyper_", "hyper_trace_"):
+            value = getattr(model, name)
+            ok = isinstance(value, dict) and set(value) == (known if name == "hyper_" else set(HYPER))
+            ok = ok and all((np.isfinite(v) if name == "hyper_" else isinstance(v, list) and len(v) == model.n_iter_
+                             and all(isinstance(x, (int, float)) for x in v))
+                            for v in value.values())
+            if not ok:
+                raise SavedModelError(f"{path}: meta.json field {name!r} must map {sorted(known if name == 'hyper_' else HYPER)} "
+                                      f"to {'finite numbers' if name == 'hyper_' else 'one number per sweep'}")
+        if sorted(model.topic_slots_.tolist()) != model.topic_slots_.tolist() or (
+                model.topic_slots_.size and (model.topic_slots_[0] < 0 or model.topic_slots_[-1] >= model.n_components_)):
+            raise SavedModelError(f"{path}: array 'topic_slots_' must be increasing slots in [0, n_components_)")
         return model
 
     # ------------------------------------------------------------------ inference
@@ -333,28 +440,34 @@ class LIDA(TopicModelBase):
         if not hasattr(self, "phi_"):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
-    def _theta_new(self, corpus: Corpus, seed=None) -> np.ndarray:
-        """θ (46) of new documents by sampling their topics with Φ fixed at ``phi_`` (T x D)."""
+    def _theta_new(self, corpus: Corpus) -> np.ndarray:
+        """θ (46) of new documents by sampling their topics with Φ fixed at ``phi_`` (T x D), seeded
+        by ``transform_seed_`` (the same documents in the same order give the same θ)."""
         tokens = make_tokens(corpus)
         h = self.hyper_
         n_sw = max(2, int(self.transform_iter))
-        key = jax.random.key(int(self.random_state if seed is None else seed) + 1)
+        key = jax.random.key(int(self.transform_seed_))
         theta = fold_in(key, jnp.asarray(self.phi_, jnp.float32), jnp.asarray(self.doc_freq_),
-                         float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
-                         tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs),
-                         n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
+                        float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
+                        tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs),
+                        n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
         theta = np.asarray(theta, np.float64)
         if not np.all(np.isfinite(theta)):
-            raise FloatingPointError("document completion produced non-finite topic proportions")
+            raise NumericalError("document completion produced non-finite topic proportions", reason="nonfinite")
         return theta
 
-    def transform(self, X):
-        """Topic proportions (46) of documents, ``(n_docs, n_topics_)``."""
-        corpus = self._new_corpus(X)
-        return self._theta_new(corpus).T
+    def transform(self, X, empty_docs="keep"):
+        """Topic proportions (46) of documents, ``(n_docs, n_topics_)``, by the document-completion
+        sampler (Φ fixed, ``transform_iter`` sweeps): a sampler, so the proportions of a document
+        depend on the other documents of the call (their tokens share the random numbers).
+        ``empty_docs``: documents without tokens get the proportions of no evidence
+        (:func:`~topicjax.lida.evaluate.no_evidence`; ``"keep"``), are left out (``"drop"``) or
+        are an error (``"error"``)."""
+        return self._transform_docs(X, empty_docs, lambda c: self._theta_new(c).T)
 
-    def fit_transform(self, X, y=None):
-        return self.fit(X).theta_.T
+    def _no_evidence(self) -> np.ndarray:
+        return no_evidence(self.doc_freq_, self.n_train_docs_, self.hyper_["delta"], self.hyper_["sigma"],
+                           self.variant in ("lida", "ftm"))
 
     def log_predictive(self, observed: Corpus, heldout: Corpus) -> tuple[float, int]:
         """ln P(w_* | w) of eq. (45) for ``heldout`` given topics sampled on ``observed`` (float64)
@@ -366,20 +479,12 @@ class LIDA(TopicModelBase):
         theta = self._theta_new(observed)
         p = np.einsum("nk,kn->n", self.phi_[heldout.word_ids], theta[:, heldout.doc_ids])
         if np.any(p <= 0) or not np.all(np.isfinite(p)):
-            raise FloatingPointError("a held-out word has zero or non-finite predictive probability")
+            raise NumericalError("a held-out word has zero or non-finite predictive probability", reason="nonfinite")
         return float(np.sum(heldout.counts * np.log(p))), heldout.n_tokens
 
-    def perplexity(self, X, heldout=None):
-        """Held-out perplexity (44) by document completion.  Without ``heldout`` the documents of
-        ``X`` are split token-wise in two halves (``Corpus.completion_split``, seeded by
-        ``random_state``): topics are sampled on one half and the other half is scored."""
-        corpus = self._new_corpus(X)
-        if heldout is None:
-            observed, held = corpus.completion_split("tokens", seed=int(self.random_state))
-        else:
-            observed, held = corpus, self._new_corpus(heldout)
-        ll, n = self.log_predictive(observed, held)
-        return float(np.exp(-ll / n))
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """Eq. (45) (:meth:`log_predictive`): what :meth:`score` and :meth:`perplexity` use."""
+        return self.log_predictive(observed, heldout)[0]
 
     # ------------------------------------------------------------------ summaries (Figs. 9-10)
     def topics_per_document(self) -> np.ndarray:
