@@ -7,9 +7,12 @@ smoothing and a Θ sparsing term, a G-point grid) are fitted for ``--iterations`
 * ``sequential``: G separate ``ARTM(...).fit`` calls, the way a notebook loops over a grid (the
   compiled step is cached across the calls, so only the first one compiles; that warm-up fit is
   not timed);
-* ``grid/b``: one ``ARTM.fit_grid`` call for all G models, ``b`` models vmapped together
-  (``jax.lax.map`` over chunks of b inside the one compiled call); a first call compiles and is
-  timed separately, the second is the throughput figure.
+* ``MODE``: one ``ARTM.fit_many`` call for all G models in one of the batch driver's modes
+  (:func:`topicjax.core.driver.run_many`): ``sequential`` (the models one after another inside one
+  compiled call, each E-step on every core through the fused kernel), ``vmap:b`` (b models side
+  by side, one E-step call for the b models), ``threads`` (one compiled call per thread, the
+  models split between them); a first call compiles and is timed separately, the second is the
+  throughput figure.
 
 It prints model-iterations per second of each and the ratio grid / sequential, and the time of
 one compiled PLSA pass (``em.make_step``) of a single model for reference.  Results go to
@@ -18,7 +21,7 @@ one compiled PLSA pass (``em.make_step``) of a single model for reference.  Resu
 Example::
 
     JAX_PLATFORMS=cpu python experiments/bench_grid.py --corpus kos --topics 100 --models 32
-    python experiments/bench_grid.py --corpus kos 20ng --topics 100 --models 32 --batch-sizes 8 32   # GPU
+    python experiments/bench_grid.py --corpus kos 20ng --topics 100 --models 32 --modes vmap:8 vmap:32   # GPU
 """
 
 from __future__ import annotations
@@ -87,13 +90,20 @@ def run_sequential(train, T, taus, iterations):
     return time.perf_counter() - t0, warm, models
 
 
-def run_grid(train, T, taus, iterations, batch_size):
+def parse_mode(text):
+    """``"vmap:8"`` -> ``("vmap", 8)``; ``"threads"`` -> ``("threads", None)``."""
+    mode, _, size = text.partition(":")
+    return mode, (int(size) if size else None)
+
+
+def run_grid(train, T, taus, iterations, mode_text):
     base = make_base(T, iterations)
+    mode, batch_size = parse_mode(mode_text)
     t0 = time.perf_counter()
-    base.fit_grid(train, taus, batch_size=batch_size)
+    base.fit_many(train, taus, mode=mode, batch_size=batch_size)
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    models = base.fit_grid(train, taus, batch_size=batch_size)
+    models = base.fit_many(train, taus, mode=mode, batch_size=batch_size)
     return time.perf_counter() - t0, first, models
 
 
@@ -103,8 +113,9 @@ def main(argv=None):
     ap.add_argument("--topics", nargs="+", type=int, default=[100])
     ap.add_argument("--models", type=int, default=32)
     ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--batch-sizes", nargs="+", type=int, default=None,
-                    help="models vmapped together (default: 1 and G on CPU, G elsewhere)")
+    ap.add_argument("--modes", nargs="+", default=None,
+                    help="fit_many modes: sequential, vmap:B (B models side by side), threads, devices "
+                         "(default: sequential, vmap:4 and threads on CPU, vmap:G elsewhere)")
     ap.add_argument("--rounds", type=int, default=5, help="timed single-model passes")
     ap.add_argument("--quick", action="store_true", help="seconds-long smoke run on a synthetic corpus")
     ap.add_argument("--out", default=None)
@@ -113,11 +124,15 @@ def main(argv=None):
 
     from bench_em import load_corpus, machine
 
+    from topicjax.core import kernels
+
+    threads = f"{kernels.get_threads()} (fused kernel)" if kernels.available() else "1 (XLA; kernel not built)"
+
     backend = jax.default_backend()
     if args.quick:
         args.corpus, args.topics, args.models, args.iterations, args.rounds = ["bars"], [6], 4, 3, 2
     G = args.models
-    batch_sizes = args.batch_sizes or ([1, G] if backend == "cpu" else [G])
+    modes = args.modes or (["sequential", "vmap:4", "threads"] if backend == "cpu" else [f"vmap:{G}"])
     out = Path(args.out) if args.out else HERE / "results" / f"bench_grid_{backend}{'_quick' if args.quick else ''}.md"
     devs = jax.devices()
     lines = [
@@ -130,11 +145,12 @@ def main(argv=None):
         "",
         f"Models: ARTM with Φ smoothing + Θ sparsing, a {G}-point τ grid, {args.iterations} iterations each. "
         "Throughput = model-iterations per second (compile excluded; the grid's first, compiling call is "
-        "listed apart).  `grid/b`: b models vmapped together inside the one call.",
+        "listed apart).  Columns: `fit_many` in the batch driver's modes (`vmap:b`: b models side by "
+        f"side).  E-step threads: {threads}.",
         "",
-        "| corpus | T | one pass (ms) | sequential (s) | " + " | ".join(f"grid/{b} (s) [first call]" for b in batch_sizes)
-        + " | " + " | ".join(f"grid/{b} ÷ sequential throughput" for b in batch_sizes) + " |",
-        "|" + "---|" * (4 + 2 * len(batch_sizes)),
+        "| corpus | T | one pass (ms) | sequential fits (s) | " + " | ".join(f"{m} (s) [first call]" for m in modes)
+        + " | " + " | ".join(f"{m} ÷ sequential fits throughput" for m in modes) + " |",
+        "|" + "---|" * (4 + 2 * len(modes)),
     ]
     for cname in args.corpus:
         corpus = load_corpus(cname, args.quick)
@@ -146,15 +162,15 @@ def main(argv=None):
             print(f"{cname} T={T}: one pass {one * 1e3:.1f} ms; sequential {G} fits {seq:.2f} s "
                   f"(first fit, compiling: {seq_warm:.2f} s)", flush=True)
             cells, ratios = [], []
-            for b in batch_sizes:
+            for b in modes:
                 t, first, models = run_grid(train, T, taus, args.iterations, b)
                 # the batch must be the same models as the sequential fits
                 diff = max(float(np.abs(m.phi_ - s.phi_).max()) for m, s in zip(models, seq_models))
                 if diff > 1e-3:
-                    raise AssertionError(f"grid/{b} differs from the sequential fits by {diff}")
+                    raise AssertionError(f"fit_many {b} differs from the sequential fits by {diff}")
                 cells.append(f"{t:.2f} [{first:.2f}]")
                 ratios.append(f"{seq / t:.2f}")
-                print(f"  grid/{b}: {t:.2f} s (first call {first:.2f} s); throughput ratio {seq / t:.2f}; "
+                print(f"  fit_many {b}: {t:.2f} s (first call {first:.2f} s); throughput ratio {seq / t:.2f}; "
                       f"max |ΔΦ| vs sequential {diff:.1e}", flush=True)
             lines.append(f"| {cname} | {T} | {one * 1e3:.1f} | {seq:.2f} | " + " | ".join(cells) + " | "
                          + " | ".join(ratios) + " |")

@@ -31,6 +31,22 @@ def test_sparsing_everything_is_a_clear_error(bars):
     assert np.allclose(np.asarray(st.phi).sum(0), 1) and np.all(np.asarray(st.theta).sum(0) > 0.99)
 
 
+def test_partial_fit_collapse_is_a_clear_error_and_keeps_the_model(bars):
+    """A fitted model updated by ``partial_fit`` on a tiny batch: with the default learning_offset
+    the batch's counts enter with weight 1024^-0.7 = 0.008 against decorrelation 1e3, which removes
+    every topic -- an error naming the coefficient and rho, the fitted model left as it was; with
+    learning_offset 1 (weight 1) the same update keeps its topics."""
+    small = bars.subset(range(5))
+    model = tj.ARTM(4, regularizers=[(R.decorrelate(), 1e3)], max_iter=3, **KW).fit(bars)
+    before = model.phi_.copy()
+    with pytest.raises(NumericalError, match=r"removed every topic \(regularizers and coefficients: "
+                                             r"\{'decorrelate': 1000\.0\}; .*rho = 0\.0078"):
+        model.partial_fit(small)
+    np.testing.assert_array_equal(model.phi_, before)
+    model.set_params(learning_offset=1.0).partial_fit(small)
+    assert np.all(model.phi_.sum(0) > 0.99)
+
+
 def _nan_from_iteration(k):
     """A custom regularizer whose value turns NaN at iteration ``k`` (it counts its own passes)."""
 

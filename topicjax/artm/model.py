@@ -38,6 +38,7 @@ Results depend on ``random_state`` only; bits may differ between CPU and GPU.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -77,6 +78,13 @@ def check_scores(value, name="scores"):
         raise ValueError(f"{name} must be names of topicjax.evaluation.scores or callables score(ctx) -> dict; "
                          f"{e}") from None
     return value
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
+def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg):
+    """The initial states of one model per key (module level: compiled once per shape and
+    regularizer structure, not once per fit)."""
+    return jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))(keys)
 
 
 class ARTM(PartialFitMixin, TopicModelBase):
@@ -241,8 +249,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         for T in sorted(set(tops)):
             idx = [g for g, t in enumerate(tops) if t == T]
             keys = jnp.stack([as_key(seeds[g], "seeds") for g in idx])
-            init = jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))
-            parts.append(jax.jit(init)(keys))
+            parts.append(_init_batch(keys, reg, aux, W, D, T, T_max, n_seg))
             order += idx
         states = parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
         if len(parts) > 1:

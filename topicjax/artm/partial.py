@@ -138,10 +138,14 @@ class PartialFitMixin:
             raise NumericalError(f"{type(self).__name__}.partial_fit: update {it} produced non-finite values "
                                  f"(regularizers and coefficients: {coefs or 'none'}); the model is unchanged",
                                  iteration=it, reason="nonfinite", state=state)
-        if not (phi.sum(0) > 0).any():
-            raise NumericalError(f"{type(self).__name__}.partial_fit: update {it} removed every topic; the model is "
-                                 "unchanged", iteration=it, reason="collapse", state=state)
         rho = float(np.power(static.tau0 + float(state.updates), -static.kappa))
+        if not (phi.sum(0) > 0).any():
+            coefs = {t.name: float(t.coef(it)) for t in reg.terms}
+            raise NumericalError(f"{type(self).__name__}.partial_fit: update {it} removed every topic (regularizers and "
+                                 f"coefficients: {coefs or 'none'}; the batch's counts enter with weight rho = {rho:.3g}, "
+                                 "(learning_offset + updates)^-learning_decay, against full-strength regularizers: a "
+                                 "smaller learning_offset or coefficient keeps topics); the model is unchanged",
+                                 iteration=it, reason="collapse", state=state)
         self.online_state_ = new
         self._store_online(phi, reg, new, names, background, W, T)
         self.history_ = list(getattr(self, "history_", [])) + [{
