@@ -20,41 +20,9 @@ from .hyper import hyper_update
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
+from .validators import discount, gamma_prior, hyper_names
 
 __all__ = ["LIDA"]
-
-
-def _discount(value, name):
-    """A discount σ, ζ of the three-parameter IBP: a number in [0, 1)."""
-    v = V.check_number(value, name, 0.0)
-    if v >= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
-    return v
-
-
-_discount.accepts = "a number in [0, 1)"
-
-
-def _hyper_names(value, name):
-    """Names of hyperparameters (``fixed_hyper``): a list or tuple of names of ``HYPER``."""
-    what = f"a list of names among {', '.join(repr(h) for h in HYPER)}"
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    for h in value:
-        if h not in HYPER:
-            raise ValueError(f"{name} must be {what}, got {value!r} (unknown hyperparameter {h!r})")
-    return tuple(value)
-
-
-def _gamma_prior(value, name):
-    """(shape, rate) of a Gamma prior: two finite numbers > 0."""
-    what = "a pair (shape, rate) of finite numbers > 0"
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    try:
-        return tuple(V.check_number(v, name, 0.0, low_open=True) for v in value)
-    except ValueError:
-        raise ValueError(f"{name} must be {what}, got {value!r}") from None
 
 
 class LIDA(TopicModelBase):
@@ -151,12 +119,12 @@ class LIDA(TopicModelBase):
         **{h: V.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
         "delta": V.number(),
         "xi": V.number(),
-        "sigma": _discount,
-        "zeta": _discount,
+        "sigma": discount,
+        "zeta": discount,
         "sample_hyper": V.boolean(),
-        "fixed_hyper": _hyper_names,
-        "eta_prior": _gamma_prior,
-        "gamma_prior": _gamma_prior,
+        "fixed_hyper": hyper_names,
+        "eta_prior": gamma_prior,
+        "gamma_prior": gamma_prior,
         "vocabulary": V.one_of("finite", "infinite"),
         "n_phantom": V.optional(V.integer(0)),
         "hyper_start": V.optional(V.integer(0)),
@@ -236,7 +204,8 @@ class LIDA(TopicModelBase):
         return Config(
             variant=self.variant, n_topics=int(n_topics), n_docs=corpus.n_docs, n_words=corpus.n_words,
             n_rows=int(n_rows), n_tokens=corpus.n_tokens, vocabulary=self.vocabulary, mode=self.mode,
-            batch=int(min(self._block_tokens(corpus.n_tokens), corpus.n_tokens)), mh_steps=self._mh_steps(), sample=sample,
+            batch=int(min(self._block_tokens(corpus.n_tokens), corpus.n_tokens)), mh_steps=self._mh_steps(),
+            sample=sample,
             sigma=float(self.sigma), zeta=float(self.zeta), eta_prior=tuple(map(float, self.eta_prior)),
             gamma_prior=tuple(map(float, self.gamma_prior)),
             # histogram lengths rounded up to powers of two: corpora of similar size share compilations
@@ -421,16 +390,16 @@ class LIDA(TopicModelBase):
                                   f"n_topics_ = {model.n_topics_}")
         known = set(HYPER) | {"sigma", "zeta"}
         for name in ("hyper_", "hyper_trace_"):
-            value = getattr(model, name)
-            ok = isinstance(value, dict) and set(value) == (known if name == "hyper_" else set(HYPER))
+            value, keys = getattr(model, name), (known if name == "hyper_" else set(HYPER))
+            ok = isinstance(value, dict) and set(value) == keys
             ok = ok and all((np.isfinite(v) if name == "hyper_" else isinstance(v, list) and len(v) == model.n_iter_
                              and all(isinstance(x, (int, float)) for x in v))
                             for v in value.values())
             if not ok:
-                raise SavedModelError(f"{path}: meta.json field {name!r} must map {sorted(known if name == 'hyper_' else HYPER)} "
-                                      f"to {'finite numbers' if name == 'hyper_' else 'one number per sweep'}")
-        if sorted(model.topic_slots_.tolist()) != model.topic_slots_.tolist() or (
-                model.topic_slots_.size and (model.topic_slots_[0] < 0 or model.topic_slots_[-1] >= model.n_components_)):
+                raise SavedModelError(f"{path}: meta.json field {name!r} must map {sorted(keys)} to "
+                                      f"{'finite numbers' if name == 'hyper_' else 'one number per sweep'}")
+        slots = model.topic_slots_
+        if np.any(np.diff(slots) <= 0) or (slots.size and (slots[0] < 0 or slots[-1] >= model.n_components_)):
             raise SavedModelError(f"{path}: array 'topic_slots_' must be increasing slots in [0, n_components_)")
         return model
 
