@@ -1,5 +1,5 @@
-"""Build of the one compiled part of topicjax: the fused CPU E-step kernel (``csrc/``), an XLA FFI
-handler packaged as the extension module ``topicjax.core._estep_ffi`` (see topicjax/core/kernels.py).
+"""Build of the one compiled part of topicjax: the fused CPU kernels (``csrc/``: the E-step of
+PLSA/ARTM and the PTM E-step and trial flips), XLA FFI handlers packaged as the extension module ``topicjax.core._estep_ffi`` (see topicjax/core/kernels.py).
 
 Everything else about the package is in pyproject.toml.  ``pip install -e .`` compiles the kernel
 in place (next to kernels.py), ``pip install .`` into the wheel.  The XLA FFI headers come from
@@ -68,7 +68,7 @@ setup(
     ext_modules=[
         Extension(
             "topicjax.core._estep_ffi",
-            sources=["csrc/estep_ffi.cc"],
+            sources=["csrc/estep_ffi.cc", "csrc/ptm_ffi.cc"],
             depends=[str(p.relative_to(HERE)) for p in SOURCES],
             include_dirs=["csrc"],
             language="c++",

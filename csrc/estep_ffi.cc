@@ -10,7 +10,8 @@
 // or float64 throughout (count has the dtype of φ).
 //
 // Calls are serialised by one mutex: each call uses the whole thread pool (XLA may call from
-// several threads at once, e.g. one per host device in the sharded fit).
+// several threads at once, e.g. one per host device in the sharded fit); see engine.h.  The
+// module also hands over the PTM kernels' handlers (ptm_ffi.cc).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -21,6 +22,7 @@
 #include <new>
 #include <string>
 
+#include "engine.h"
 #include "estep_kernel.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -28,30 +30,8 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-struct Engine {
-  std::mutex mu;
-  std::unique_ptr<topicjax::ThreadPool> pool;
-  topicjax::Workspace ws;
-  int threads = 1;
-};
-
-// A child process made by fork() has none of the parent's pool threads (and the mutex may have
-// been held by one of them): it forgets the parent's pool, leaking it, and starts its own.
-void AfterForkInChild();
-
-Engine& engine() {
-  static Engine* e = [] {
-    pthread_atfork(nullptr, nullptr, AfterForkInChild);
-    return new Engine();  // never destroyed: XLA may call during interpreter exit
-  }();
-  return *e;
-}
-
-void AfterForkInChild() {
-  Engine& e = engine();
-  new (&e.mu) std::mutex();
-  (void)e.pool.release();
-}
+using topicjax::engine;
+using topicjax::Engine;
 
 std::string Shape(const ffi::AnyBuffer& b) {
   std::string s = "(";
@@ -68,8 +48,7 @@ ffi::Error Run(std::vector<topicjax::EStepProblem<F>>& models, const ffi::AnyBuf
   {
     Engine& e = engine();
     std::lock_guard<std::mutex> lock(e.mu);
-    if (!e.pool) e.pool = std::make_unique<topicjax::ThreadPool>(e.threads);
-    bad = topicjax::RunEStep(models, *e.pool, e.ws);
+    bad = topicjax::RunEStep(models, e.get_pool(), e.ws);
   }
   if (bad.kind == 0) {
     F* out = static_cast<F*>(ll_buf.untyped_data());
@@ -189,6 +168,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStepModels, EStepModels,
                                   .Attr<int32_t>("need_phi")
                                   .Attr<int32_t>("need_theta"));
 
+// The PTM kernels' handlers (csrc/ptm_ffi.cc), handed to JAX by the same module.
+XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmEStep);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmTrials);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmSmallest);
+
 // ------------------------------------------------------------------------------ Python module
 
 #ifndef TOPICJAX_BUILD_FLAGS
@@ -205,7 +189,10 @@ static PyObject* py_handlers(PyObject*, PyObject*) {
     const char* name;
     void* fn;
   } items[] = {{"topicjax_estep", reinterpret_cast<void*>(&TopicjaxEStep)},
-               {"topicjax_estep_models", reinterpret_cast<void*>(&TopicjaxEStepModels)}};
+               {"topicjax_estep_models", reinterpret_cast<void*>(&TopicjaxEStepModels)},
+               {"topicjax_ptm_estep", reinterpret_cast<void*>(&TopicjaxPtmEStep)},
+               {"topicjax_ptm_trials", reinterpret_cast<void*>(&TopicjaxPtmTrials)},
+               {"topicjax_ptm_smallest", reinterpret_cast<void*>(&TopicjaxPtmSmallest)}};
   for (auto& it : items) {
     PyObject* cap = PyCapsule_New(it.fn, nullptr, nullptr);
     if (cap == nullptr || PyDict_SetItemString(d, it.name, cap) < 0) {

@@ -14,7 +14,7 @@ import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 EXPECTED = {"quickstart.ipynb", "artm_regularizers.ipynb", "ptm_order_selection.ipynb", "ttmm_features.ipynb",
-            "lida_ftm.ipynb", "batch_models.ipynb"}
+            "lida_ftm.ipynb", "batch_models.ipynb", "tuning.ipynb"}
 
 
 def test_every_notebook_is_here():

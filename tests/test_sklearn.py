@@ -304,13 +304,7 @@ def test_unfitted_and_bad_input(name, split):
 
 
 # ============================================================================= properties on counts
-_UNPICKLABLE = ("the pool's regularizers (here R.decorrelate()) hold local binder functions, which pickle "
-                "cannot serialise: an ARTM with pool regularizers cannot be pickled (nor sent to joblib workers)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(raises=AttributeError, strict=True,
-                                                                          reason=_UNPICKLABLE)) if n == "ARTM" else n
-                                  for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_pickle_idempotence_order_and_subsets(fitted, split, name):
     """What scikit-learn's pickle / idempotence / sample-order / subset checks verify, on count
     data and on ``transform`` (for ARTM and PLSA those checks also compare ``predict``, which
@@ -376,7 +370,7 @@ ON_COUNTS = {
     "TTMM": {"check_estimator_sparse_array": _NOT_CLASSIFIER, "check_estimator_sparse_matrix": _NOT_CLASSIFIER},
     "LIDA": {"check_transformer_general": _FIT_THETA, "check_transformer_data_not_an_array": _FIT_THETA},
 }
-ON_COUNTS["ARTM"] = {**ON_COUNTS["PLSA"], "check_estimators_pickle": f"{_PREDICT_NAMES}; and {_UNPICKLABLE}"}
+ON_COUNTS["ARTM"] = ON_COUNTS["PLSA"]
 
 CHECKED = {
     "PLSA": tj.PLSA(3, max_iter=3, progress=False),

@@ -94,8 +94,9 @@ def test_no_evidence_is_uniform_over_the_topics_left(corpus, fitted):
 def test_a_matrix_has_no_vocabulary_only_a_width(corpus, fitted, name):
     m = fitted[name]
     X = corpus.to_sparse()[:5]
-    with pytest.raises(ValueError, match=r"X has 24 columns but the model was fitted on 25 words; re-index it with "
-                                         r"corpus.with_vocab\(model.vocab_\) \(a matrix has no vocabulary"):
+    with pytest.raises(ValueError, match=r"X has 24 features, but \w+ is expecting 25 features as input: a matrix's "
+                                         r"columns must be the model's words, in the order of vocab_ \(re-index a "
+                                         r"Corpus with corpus.with_vocab\(model.vocab_\)\)"):
         m.transform(X[:, :-1])
     # A Corpus carries its words: the same documents over a permuted vocabulary are refused, and
     # re-indexed onto the model's vocabulary they give the same proportions.

@@ -7,12 +7,13 @@ family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set 
 Sub-packages: :mod:`topicjax.data` (corpus, readers, datasets), :mod:`topicjax.core` (layouts,
 E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
 (:mod:`topicjax.artm`, :mod:`topicjax.ptm`, :mod:`topicjax.ttmm`, :mod:`topicjax.lida`),
-:mod:`topicjax.evaluation` (metrics, scores) and :mod:`topicjax.scale` (online, distributed).
+:mod:`topicjax.evaluation` (metrics, scores), :mod:`topicjax.scale` (online, distributed) and
+:mod:`topicjax.tune` (hypergradients of validation objectives, coefficients tuned by gradient).
 ``tj.datasets`` and ``tj.metrics`` are short names for ``tj.data.datasets`` and
 ``tj.evaluation.metrics``.
 """
 
-from topicjax import core, data, evaluation, persistence, regularizers, scale
+from topicjax import core, data, evaluation, persistence, regularizers, scale, tune
 from topicjax.artm import ARTM, PLSA
 from topicjax.core.errors import NumericalError
 from topicjax.data import Corpus, CorpusError, datasets
@@ -24,4 +25,4 @@ from topicjax.ttmm import TTMM
 __version__ = "0.1.0"
 
 __all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "core", "data", "datasets",
-           "evaluation", "metrics", "regularizers", "scale"]
+           "evaluation", "metrics", "regularizers", "scale", "tune"]

@@ -70,7 +70,8 @@ def test_plsa_is_artm_without_regularizers(bars):
     np.testing.assert_array_equal(a.phi_, p.phi_)
     assert p.history_[-1]["perplexity"] == pytest.approx(a.scores_[-1]["perplexity"])
     assert p.transform(bars).shape == (bars.n_docs, 5)
-    assert set(p.get_params()) == {"n_components", "max_iter", "tol", "random_state", "chunk", "transform_iter", "progress"}
+    assert set(p.get_params()) == {"n_components", "max_iter", "tol", "random_state", "chunk", "transform_iter", "progress",
+                                    "learning_offset", "learning_decay"}
 
 
 def test_coefficients_and_schedules_never_recompile(bars):

@@ -32,8 +32,8 @@ def test_bad_corpus_is_one_line_naming_the_line(tmp_path, run):
 
 @pytest.mark.parametrize("argv, message", [
     (["fit", "--model", "nope", "--docs", "30"], "unknown model 'nope'; available: plsa, artm, ptm, ttmm, lida"),
-    (["topics", "/nonexistent/model"], "/nonexistent/model is not a saved model folder"),
-    (["evaluate", "/nonexistent/model", "/nonexistent/corpus"], "is not a saved model folder"),
+    (["topics", "/nonexistent/model"], "/nonexistent/model does not exist"),
+    (["evaluate", "/nonexistent/model", "/nonexistent/corpus"], "/nonexistent/model does not exist"),
     (["fit", "/nonexistent/corpus"], "/nonexistent/corpus does not exist"),
     (["fit", "--docs", "30", "--themes", "3"], "--themes does not apply to --model plsa"),
     (["fit", "--docs", "30", "--reg", "decorrelate=1"], "--reg and --trajectory are ARTM options"),
@@ -43,7 +43,7 @@ def test_bad_corpus_is_one_line_naming_the_line(tmp_path, run):
      "unexpected keyword argument 'colour'"),
     (["fit", "--docs", "30", "--model", "artm", "--decorrelation", "3"], "belong to --trajectory paper"),
     (["fit-online", "/nonexistent/store"], "/nonexistent/store is not a batch store"),
-    (["report", "/nonexistent/model"], "is not a saved model folder"),
+    (["report", "/nonexistent/model"], "/nonexistent/model does not exist"),
 ])
 def test_errors_before_any_fit_are_one_line(argv, message, run):
     status, _, err = run(*argv, "--quiet") if argv[0] == "fit" else run(*argv)
@@ -63,7 +63,7 @@ def test_iterations_zero_refused_with_the_estimators_message(model, bars, run):
     (["--topics", "0"], "n_components must be"),
     (["--seed", "-1"], "random_state"),
     (["--model", "ttmm", "--themes", "0"], "n_themes must be an integer >= 1, got 0 (option --themes)"),
-    (["--model", "ttmm", "--solver", "adam"], "solver must be 'em' or 'sgd', got 'adam' (option --solver)"),
+    (["--model", "ttmm", "--solver", "adam"], "solver must be one of 'em', 'sgd', got 'adam' (option --solver)"),
     (["--model", "ptm", "--bic", "1999"], "bic must be one of"),
     (["--model", "lida", "--sampler", "bogus"], "(option --sampler)"),
     (["--model", "lida", "--variant", "bogus"], "unknown variant 'bogus'"),
@@ -85,9 +85,9 @@ def test_usage_errors_exit_2_without_traceback(run):
 def test_corrupt_model_folders(fitted, run, tmp_path):
     src, _ = fitted("plsa")
     for i, (edit, message) in enumerate([
-        (lambda m: m.pop("vocab"), "meta.json has no 'vocab' list"),
+        (lambda m: m.pop("vocab"), "meta.json field 'vocab' must be a non-empty list of words, it is missing"),
         (lambda m: m["params"].update(colour=1), "unknown parameter(s) ['colour'] for PLSA"),
-        (lambda m: m.update(model="Nonsense"), "unknown model type 'Nonsense'"),
+        (lambda m: m.update(model="Nonsense"), "meta.json field 'model' is 'Nonsense', not a topicjax model"),
     ]):
         folder = tmp_path / f"m{i}"
         folder.mkdir()

@@ -310,7 +310,7 @@ def test_missing_kernel_falls_back_with_one_warning():
             raise AssertionError("set_backend('ffi') without the kernel must fail")
         print("ok")
     """
-    out = _run(code)
+    out = _run(code, TOPICJAX_ESTEP="auto")  # the automatic choice is under test, whatever the caller's setting
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
@@ -524,5 +524,5 @@ def test_forked_child_gets_its_own_threads():
         print(os.waitstatus_to_exitcode(status))
     """
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+                         env={**os.environ, "JAX_PLATFORMS": "cpu", "TOPICJAX_ESTEP": "auto"})  # the kernel's pool
     assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr

@@ -257,6 +257,17 @@ class ARTM(PartialFitMixin, TopicModelBase):
             states = jax.tree.map(lambda a: a[inv], states)
         return states
 
+    def fit_problem(self, X, y=None) -> S.FitProblem:
+        """Everything :meth:`fit` computes before its first iteration, for code that runs its own
+        iterations of :func:`topicjax.core.em.step` (``state`` is the initial
+        :class:`~topicjax.core.em.EMState`, ``cfg`` the step's config; the regularizer is bound,
+        resolved for ``max_iter`` iterations and checked on the initial model)."""
+        T = int(self.n_components)
+        st, data, n_weighted, reg, aux = self._prepare(X, y, T)
+        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed()], [T], T))
+        reg.check(state.phi, state.theta)
+        return S.FitProblem(st, data, n_weighted, reg, aux, state, self._config(st))
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, mesh=None, checkpoint=None, checkpoint_every=10):
         """Fit to a Corpus or a (documents x words) count matrix; ``y`` (optional) are class labels

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +22,7 @@ from topicjax.regularizers import LABELS_MODALITY, Context
 from topicjax.regularizers.resolve import topic_index
 from topicjax.regularizers.schedules import is_number
 
-__all__ = ["Structure", "topic_structure", "modality_structure", "class_frequencies", "weighted_entries",
+__all__ = ["Structure", "FitProblem", "topic_structure", "modality_structure", "class_frequencies", "weighted_entries",
            "device_data", "context", "aux_arrays"]
 
 
@@ -43,6 +43,21 @@ class Structure:
     @property
     def n_rows(self) -> int:
         return int(self.row_mod.size)
+
+
+class FitProblem(NamedTuple):
+    """What :meth:`ARTM.fit <topicjax.artm.ARTM.fit>` computes before its first iteration
+    (:meth:`ARTM.fit_problem`): code that runs its own iterations of
+    :func:`topicjax.core.em.step` (the tuner of :mod:`topicjax.tune`) starts from it and gets
+    the fit of the estimator."""
+
+    structure: Structure
+    data: Any
+    n_weighted: float
+    reg: Any
+    aux: EMAux
+    state: Any
+    cfg: Any
 
 
 def topic_structure(n_components: int, background_topics, topic_names) -> tuple[tuple, tuple]:

@@ -13,17 +13,25 @@ the same summed over devices (:mod:`topicjax.scale.distributed`), or a running t
 positive part and normalisation, per column or per block of rows (one distribution per modality).
 PLSA, ARTM, the offline, online and sharded fits all call these two functions.
 
-The clamp convention (one, everywhere): R is evaluated at Φ and Θ clamped at :data:`EPS` by a
-straight-through :func:`clamped` (value ``max(x, EPS)``, gradient of ``x``), and the gradients are
-multiplied by ``max(x, EPS)``.  So terms such as ``β Σ log φ_wt`` (smoothing, eq. 23) give their
+The clamp convention (one, everywhere): R is evaluated at Φ and Θ clamped at :data:`EPS`,
+``v = max(x, EPS)``, its gradient is taken there, and the gradients are multiplied by ``v``:
+``A = v ⊙ (∇L(x) + ∇R(v))``.  So terms such as ``β Σ log φ_wt`` (smoothing, eq. 23) give their
 finite limit ``φ ∂R/∂φ = β`` at φ = 0 instead of ``0 · ∞``; the likelihood itself is
 differentiated at Φ and Θ (the E-step reads the arrays it is given, no clamped copies).
+(:func:`clamped`, a straight-through clamp with the same value and first derivative, remains
+for code that evaluates a regularizer's gradient at a state.)
 
-How the positive part is differentiated (for gradients of a whole fit with respect to
-coefficients, :mod:`topicjax.tune`): ``max(a, 0)`` has derivative 1 where ``a > 0`` and 0
-elsewhere (JAX's convention at the kink), so an entry zeroed by sparsing has zero derivative and
-stays finite; a column with no positive entry becomes zeros (an over-regularized topic or
-document, ARTM Notes 1-2), never NaN, and its derivative is zero.
+How this is differentiated (gradients of a whole fit with respect to coefficients,
+:mod:`topicjax.tune`):
+
+* the positive part ``max(a, 0)`` has derivative 1 where ``a > 0`` and 0 elsewhere (JAX's
+  convention at the kink), so an entry zeroed by sparsing has zero derivative and stays finite;
+  a column with no positive entry becomes zeros (an over-regularized topic or document, ARTM
+  Notes 1-2), never NaN, and its derivative is zero;
+* the clamp ``v = max(x, EPS)`` has derivative 1 above EPS and exactly 0 below (a select, not a
+  product, so the huge second derivatives of ``log`` at EPS -- ``β/EPS²`` overflows float32 --
+  never reach the result): the M-step's terms of an entry at zero do not move with it, which is
+  the derivative of ``β`` (their value) and what keeps zeroed entries' derivatives finite.
 
 >>> import jax.numpy as jnp
 >>> from topicjax.core.mstep import normalize_columns
@@ -72,31 +80,43 @@ def regularized_counts(loglik: Callable, phi, theta, penalty: Callable | None = 
     without those terms has, its largest entry keeps that value, so the column keeps one
     non-zero (costs one gradient of ``keep`` alone: elementwise work, no E-step).
     """
+    # R and the factor x are taken at the clamped point v = max(x, EPS) given as arguments of
+    # their own (the gradient of R at v, as a straight-through clamp gives); `where` rather than
+    # `maximum` so that the derivative of v in an entry below EPS is an exact zero (a select),
+    # whatever the second derivatives of R there (see the module docstring).
+    def clamp(x):
+        return jnp.where(x > EPS, x, jnp.asarray(EPS, x.dtype))
+
     if penalty is None:
 
-        def objective(p, t):
+        def objective(p, t, vp, vt):
             ll = loglik(p, t)
             return ll, (ll, jnp.zeros((), ll.dtype))
 
     else:
 
-        def objective(p, t):
+        def objective(p, t, vp, vt):
             ll = loglik(p, t)
-            r = jnp.asarray(penalty(clamped(p), clamped(t)), ll.dtype)
+            r = jnp.asarray(penalty(vp, vt), ll.dtype)
             return ll + r, (ll, r)
 
+    v_theta = clamp(theta)
     if update_phi:
-        (_, (ll, r)), (g_phi, g_theta) = jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)(phi, theta)
-        a_phi, a_theta = jnp.maximum(phi, EPS) * g_phi, jnp.maximum(theta, EPS) * g_theta
+        v_phi = clamp(phi)
+        (_, (ll, r)), (gl_phi, gl_theta, gr_phi, gr_theta) = jax.value_and_grad(
+            objective, argnums=(0, 1, 2, 3), has_aux=True)(phi, theta, v_phi, v_theta)
+        a_phi, a_theta = v_phi * (gl_phi + gr_phi), v_theta * (gl_theta + gr_theta)
     else:
         phi = jax.lax.stop_gradient(phi)
-        (_, (ll, r)), g_theta = jax.value_and_grad(lambda t: objective(phi, t), has_aux=True)(theta)
-        a_phi, a_theta = None, jnp.maximum(theta, EPS) * g_theta
+        v_phi = clamp(phi)
+        (_, (ll, r)), (gl_theta, gr_theta) = jax.value_and_grad(
+            lambda t, vt: objective(phi, t, v_phi, vt), argnums=(0, 1), has_aux=True)(theta, v_theta)
+        a_phi, a_theta = None, v_theta * (gl_theta + gr_theta)
     if keep is not None:
-        k_phi, k_theta = jax.grad(lambda p, t: keep(clamped(p), clamped(t)), argnums=(0, 1))(phi, theta)
-        a_theta = _keep_best(a_theta, a_theta - jnp.maximum(theta, EPS) * k_theta)
+        k_phi, k_theta = jax.grad(keep, argnums=(0, 1))(v_phi, v_theta)
+        a_theta = _keep_best(a_theta, a_theta - v_theta * k_theta)
         if update_phi:
-            a_phi = _keep_best(a_phi, a_phi - jnp.maximum(phi, EPS) * k_phi)
+            a_phi = _keep_best(a_phi, a_phi - v_phi * k_phi)
     return ll, r, a_phi, a_theta
 
 

@@ -59,6 +59,7 @@ from jax import lax
 from jax.scipy.special import gammaln
 
 from topicjax.core import numerics
+from topicjax.ptm import kernels as ptm_kernels
 
 __all__ = [
     "BIC_KINDS",
@@ -358,8 +359,8 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     tm = topic_mask
     dbic = u_flip_deltas_2014(x, u, beta0, lbar, tm, kind)
     K = min(int(n_candidates), P * N)
-    neg, idx = lax.top_k(-dbic.reshape(-1), K)
-    single = -neg
+    # the K best single flips, ascending (lax.top_k, or its C++ equivalent on CPU: the same list)
+    single, idx = ptm_kernels.smallest_negatives(dbic, K)
     valid = jnp.isfinite(single) & (single < 0)
     j = idx // N
     n = idx % N
@@ -629,8 +630,12 @@ def v_trial_deltas(rho_c, rsum, n, row_doc, alpha, v, cand, sign, t_start, *, n_
         up = d1 > 0
         lo = jnp.where(up, t, lo)
         hi = jnp.where(up, hi, t)
-        step = t + d1 / jnp.maximum(d2, 1e-30)  # inf / inf (huge ratios) falls back to bisection
-        t_new = jnp.where((step > lo) & (step < hi) & jnp.isfinite(step), step, 0.5 * (lo + hi))
+        # a step outside the bracket (or inf / inf: huge ratios) falls back to bisection; a
+        # converged one (t + d1 / d2 == t with a finite d2) stays, although t is now an end of
+        # the bracket (bisecting there would throw the converged t away)
+        step = t + d1 / jnp.maximum(d2, 1e-30)
+        inside = ((step > lo) & (step < hi)) | ((step == t) & jnp.isfinite(d2))
+        t_new = jnp.where(inside & jnp.isfinite(step), step, 0.5 * (lo + hi))
         t_new = jnp.where(up & (t >= t_max), t, t_new)
         return (jnp.where(on, t_new, 0.0), lo, hi), None
 
@@ -654,8 +659,11 @@ def v_trial_deltas(rho_c, rsum, n, row_doc, alpha, v, cand, sign, t_start, *, n_
     Md = jnp.sum(v, axis=1).astype(jnp.float32)
     dl_b = seg(jnp.sum(nn * jnp.log(jnp.maximum(rsum[..., None] - rho_off, TINY)), axis=1))
     dl_b = dl_b - L[:, None] * jnp.log(jnp.maximum(Md - 1.0, 1.0))[:, None]
-    variant = (dl_b > dl_a).astype(jnp.int32)
-    dl = jnp.concatenate([jnp.where(on, dl_on, -jnp.inf), jnp.maximum(dl_a, dl_b)], axis=1)
+    # with two active topics both variants give the other topic all the mass: a tie that only
+    # round-off would break; take the uniform one, whose proportions are exactly one-hot
+    uniform = (dl_b > dl_a) | (Md <= 2.0)[:, None]
+    variant = uniform.astype(jnp.int32)
+    dl = jnp.concatenate([jnp.where(on, dl_on, -jnp.inf), jnp.where(uniform, dl_b, dl_a)], axis=1)
     t = jnp.concatenate([t, jnp.zeros_like(aj)], axis=1)
     return dl, t, jnp.concatenate([jnp.zeros_like(t0, jnp.int32), variant], axis=1)
 

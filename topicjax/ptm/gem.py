@@ -13,9 +13,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from topicjax.ptm import bic as pb
-from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, take_rows, word_sums
+from topicjax.ptm import kernels as ptm_kernels
+from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, word_sums
 
-__all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "m_step_beta", "m_step", "doc_mass", "gem_step",
+__all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
            "loglik_docs", "TINY", "RATIO_CAP"]
 
@@ -54,15 +55,13 @@ def effective_topics(u, beta, beta0, topic_mask):
     return pb.effective_beta(u & topic_mask[:, None], beta, beta0)
 
 
-def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
-    """E-step (6): returns ``x (P, N)`` (9), ``n_dj (D, P)`` (numerators of (8)), the
-    per-document log-likelihood ``(D,)`` of (5), and ``s1 = sum_w n_dw b_jw / p_dw``, ``s2 = sum_w
-    n_dw (b_jw / p_dw)^2`` ``(D, P)`` for every topic (the derivatives used to rank trial flips)."""
+def estep_sums_xla(data: PTMData, B, a):
+    """The sums of the E-step in pure JAX, by document rows and word rows: ``(g (N, P), ll (D,),
+    s1 (D, P), s2 (D, P))`` with ``g_wj = sum_d (n_dw / p_dw) a_dj`` (see :func:`e_step`; the C++
+    kernel :func:`topicjax.ptm.kernels.estep_sums` computes the same)."""
     N = data.beta0.shape[0]
     D = data.doc_length.shape[0]
     n_flat = data.counts.shape[0]
-    B = effective_topics(u, beta, data.beta0, topic_mask)
-    a = jnp.where(v & topic_mask[None, :], alpha, 0.0)
 
     def fn(w, n, pos, ad):
         bw = B[w]
@@ -75,8 +74,19 @@ def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
 
     ll, s1, s2, r = row_map(data.docs, fn, a)
     g = word_sums(data, scatter_flat(data.docs, r, n_flat), a, N)
-    s1 = per_item(data.docs, s1, D)
-    return B.T * g.T, a * s1, per_item(data.docs, ll, D), s1, per_item(data.docs, s2, D)
+    return g, per_item(data.docs, ll, D), per_item(data.docs, s1, D), per_item(data.docs, s2, D)
+
+
+def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
+    """E-step (6): returns ``x (P, N)`` (9), ``n_dj (D, P)`` (numerators of (8)), the
+    per-document log-likelihood ``(D,)`` of (5), and ``s1 = sum_w n_dw b_jw / p_dw``, ``s2 = sum_w
+    n_dw (b_jw / p_dw)^2`` ``(D, P)`` for every topic (the derivatives used to rank trial flips).
+    On CPU the sums run in the C++ kernel of :mod:`topicjax.ptm.kernels`, else in
+    :func:`estep_sums_xla`."""
+    B = effective_topics(u, beta, data.beta0, topic_mask)
+    a = jnp.where(v & topic_mask[None, :], alpha, 0.0)
+    g, ll, s1, s2 = ptm_kernels.estep_sums(data, B, a, tiny=TINY, cap=RATIO_CAP, xla=estep_sums_xla)
+    return B.T * g.T, a * s1, ll, s1, s2
 
 
 def m_step_beta(x, u, beta_old, beta0, topic_mask):
@@ -112,13 +122,36 @@ def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
     return pb.select_u_flips_2014(x, u, beta0, lbar, tm, kind=kind, n_candidates=n_candidates)
 
 
+def trial_deltas_xla(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newton_iters: int):
+    """The trial flips of :func:`topicjax.ptm.kernels.trial_deltas` in pure JAX: one pass over the
+    document rows for the candidates' ratios ``b_c / p``, the sum over the active topics and the
+    ranking derivatives, then :func:`topicjax.ptm.bic.v_trial_deltas`.  Returns ``(dl, t,
+    variant, s1, s2)``."""
+    D, K = cand.shape
+
+    def fn(w, n, pos, inp):
+        ad, cd, vd = inp
+        bw = B[w]
+        p = jnp.where(n > 0, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
+        r = n / p
+        return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None], jnp.einsum("rwp,rp->rw", bw, vd) / p,
+                jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)))
+
+    rho_c, rsum, s1, s2 = row_map(data.docs, fn, (a, cand, vv))
+    n_rows = data.docs.count.reshape(-1, data.docs.count.shape[-1])
+    sign = jnp.where(jnp.arange(K)[None, :] < n_on, 1, -1) * jnp.ones((D, 1), jnp.int32)
+    dl, t, variant = pb.v_trial_deltas(rho_c, rsum, n_rows, data.docs.item.reshape(-1), a, vv > 0, cand, sign,
+                                       t_start, n_on=n_on, newton_iters=newton_iters, t_max=ptm_kernels.T_MAX)
+    return dl, t, variant, per_item(data.docs, s1, D), per_item(data.docs, s2, D)
+
+
 def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2):
     """Candidate topic-switch flips of every document with their exact BIC changes.
 
     ``S1``, ``S2`` (``(D, P)``, from the E-step or the previous round, possibly stale) only rank
     the candidates; the trial changes are exact at the current parameters.
     """
-    D, P = v.shape
+    P = v.shape[1]
     B = effective_topics(u, beta, data.beta0, tm)
     lbar = doc_mass(v, data.doc_length, tm)
     vv = v & tm[None, :]
@@ -131,24 +164,13 @@ def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v,
     kon, koff = min(n_on, P), min(n_off, P)
     cand, sign, ok, t_start = pb.v_candidates(S1, S2, data.doc_length, cost, allow_on, allow_off, a, n_on=kon, n_off=koff)
 
-    # one pass: the candidates' ratios b_c / p and the sum over the active topics for every
-    # token, and the derivatives S1, S2 of every topic for the next round's ranking
-    def fn(w, n, pos, inp):
-        ad, cd, vd = inp
-        bw = B[w]
-        p = jnp.where(n > 0, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
-        r = n / p
-        return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None], jnp.einsum("rwp,rp->rw", bw, vd) / p,
-                jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)))
-
-    rho_c, rsum, s1, s2 = row_map(data.docs, fn, (a, cand, vv.astype(jnp.float32)))
-    n_rows = data.docs.count.reshape(-1, data.docs.count.shape[-1])
-    dl, t, variant = pb.v_trial_deltas(rho_c, rsum, n_rows, data.docs.item.reshape(-1), alpha, vv, cand, sign, t_start,
-                                       n_on=kon, newton_iters=newton_iters)
+    xla = partial(trial_deltas_xla, n_on=kon, newton_iters=newton_iters)
+    dl, t, variant, s1, s2 = ptm_kernels.trial_deltas(data, B, a, vv.astype(jnp.float32), cand, t_start, n_on=kon,
+                                                      newton_iters=newton_iters, tiny=TINY, cap=RATIO_CAP, xla=xla)
     dbic, best_dbic, best_topic, best_sign, best_alpha = pb.v_best(cand, sign, ok, dl, t, variant, cost, alpha, vv)
     return dict(cand=cand, sign=sign, dbic=dbic, t=t, variant=variant, best_dbic=best_dbic, best_topic=best_topic,
                 best_sign=best_sign, best_alpha=best_alpha, lbar=lbar, ndocs_topic=ndocs_topic, Nj=Nj, n_c0=n_c0,
-                vv=vv, a=a, S1=per_item(data.docs, s1, D), S2=per_item(data.docs, s2, D))
+                vv=vv, a=a, S1=s1, S2=s2)
 
 
 def _v_round(data: PTMData, kind, n_on, n_off, newton_iters, doc_candidates, u, beta, alpha, v, tm, S1, S2):

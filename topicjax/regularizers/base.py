@@ -41,6 +41,7 @@ document ids and corpus statistics are resolved then, with clear errors).  Every
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 from dataclasses import dataclass
@@ -193,6 +194,29 @@ class Term(eqx.Module):
         """``fn`` (without the coefficient) with ``params`` (default: the term's own)."""
         return self.fn(phi, theta, self.params if params is None else params)
 
+    # Pickling.  A pool member's functions are closures of its factory, which pickle cannot
+    # name; it is pickled as its spec (the factory and its arguments) with its coefficient,
+    # name and (once bound) its data and update, and rebuilt by the factory: so models with
+    # pool regularizers pickle and go to joblib / multiprocessing workers.  Copies keep the
+    # functions themselves (the same static fields: the compiled step is reused).
+    def __reduce_ex__(self, protocol):
+        if self.spec_json is None:
+            return object.__reduce_ex__(self, protocol)
+        state = None if not self.bound or self.binder is not None else (self.params, self.update is not None)
+        return _term_from_spec, (self.spec_json, self.coef, self.name, state)
+
+    def __copy__(self):
+        new = object.__new__(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(new, f.name, getattr(self, f.name))
+        return new
+
+    def __deepcopy__(self, memo):
+        new = object.__new__(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(new, f.name, copy.deepcopy(getattr(self, f.name), memo))
+        return new
+
     def bind(self, ctx: Context) -> "Term | None":
         """A copy with its data computed for ``ctx`` (``None`` when it does not apply when
         inferring Θ of new documents: Φ-only and per-document terms)."""
@@ -210,6 +234,17 @@ class Term(eqx.Module):
         # the binder is not part of the bound term: a refit with a new pool object of the same
         # kind then has the same pytree structure and reuses the compiled step
         return _replace(self, params=params, update=update, bound=True, binder=None)
+
+
+def _term_from_spec(spec_json: str, coef, name: str, state) -> Term:
+    """A pool member rebuilt from its spec (see ``Term.__reduce_ex__``); ``state``: ``None`` for
+    an unbound term, else ``(params, has_update)`` of the bound one."""
+    term = from_spec(json.loads(spec_json)).terms[0]
+    term = _replace(term, coef=coef, name=name)
+    if state is not None:
+        params, has_update = state
+        term = _replace(term, params=params, bound=True, binder=None, update=term.update if has_update else None)
+    return term
 
 
 def _replace(term: Term, **changes) -> Term:

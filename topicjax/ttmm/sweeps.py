@@ -3,18 +3,20 @@ log P(d) (eq. 3), the posteriors of eq. 6 and 18, and the expected topic shares 
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from topicjax.core import layout
+from topicjax.core import kernels, layout
 from topicjax.core.estep import EPS
 from topicjax.core.layout import DocWordCounts
 from topicjax.data.corpus import Corpus
 from topicjax.ttmm.params import TTMMParams
 
-__all__ = ["prepare", "sparse_sums", "doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
+__all__ = ["prepare", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
            "doc_log_likelihood", "theme_posterior", "topic_posterior", "token_topic_shares", "EPS"]
 
 #: Target number of gathered values per chunk (chunk x J): 4M floats = 16 MB.
@@ -30,7 +32,31 @@ def prepare(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocW
 
 def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
     """``N @ table`` (``by_doc``: row d is Σ_w n_dw table[w]) or ``Nᵀ @ table`` (row w is
-    Σ_d n_dw table[d]), chunk by chunk over the non-zeros (padding has count 0)."""
+    Σ_d n_dw table[d]), chunk by chunk over the non-zeros (padding has count 0).
+
+    On CPU with the compiled kernel (:mod:`topicjax.core.kernels`, ``TOPICJAX_ESTEP``) and the
+    sliced layout, the products run in the fused multi-threaded E-step kernel
+    (:func:`kernel_sums`); otherwise in :func:`xla_sums`."""
+    if data.piece_doc is not None and kernels.use_ffi(table.dtype):
+        return _kernel_sums_ad(n_out, by_doc, table, data)
+    return xla_sums(table, data, n_out, by_doc=by_doc)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _kernel_sums_ad(n_out, by_doc, table, data):
+    return kernel_sums(table, data, n_out, by_doc=by_doc)
+
+
+@_kernel_sums_ad.defjvp
+def _kernel_sums_jvp(n_out, by_doc, primals, tangents):
+    # the FFI call has no derivative rules: tangents (of any order, and their transposes for
+    # reverse mode) come from the pure-JAX products; the values from the kernel
+    xla = lambda t, d: xla_sums(t, d, n_out, by_doc=by_doc)
+    return _kernel_sums_ad(n_out, by_doc, *primals), jax.jvp(xla, primals, tangents)[1]
+
+
+def xla_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
+    """:func:`sparse_sums` in pure JAX: a scan of scatter-adds over the chunks."""
 
     def body(acc, chunk):
         d, w, n = chunk
@@ -40,6 +66,29 @@ def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
     acc0 = jnp.zeros((n_out, table.shape[1]), table.dtype)
     out, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
     return out
+
+
+def kernel_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
+    """:func:`sparse_sums` in the fused E-step kernel of ARTM (:func:`topicjax.core.kernels.estep_counts`).
+
+    The kernel computes ``p = φ_w · θ_d``, ``∂L/∂θ_d = Σ_w (n_dw / p) φ_w`` and ``∂L/∂φ_w = Σ_d
+    (n_dw / p) θ_d``.  One extra column that is 1 in both ``φ`` and ``θ``, with ``θ`` (or ``φ``)
+    zero on the others, makes every ``p`` exactly 1, so the gradients are the sparse products:
+    ``by_doc`` takes ``φ = [table, 1]``, ``θ = [0, 1]`` and reads ``∂L/∂θ``; otherwise ``φ = [0,
+    1]``, ``θ = [table, 1]ᵀ`` and ``∂L/∂φ``.  The kernel spends one more dot product per token than
+    a plain product would (``p``), on all cores.  A non-finite entry of ``table`` makes its whole
+    row non-finite (``0 · inf`` in ``p``) instead of its column only."""
+    X = table.shape[1]
+    dt = table.dtype
+    if by_doc:
+        phi = jnp.concatenate([table, jnp.ones((table.shape[0], 1), dt)], axis=1)
+        theta = jnp.zeros((X + 1, n_out), dt).at[X].set(1)
+        _, _, g_theta = kernels.estep_counts(phi, theta, data, False, True, xla=None)
+        return g_theta[:X].T
+    phi = jnp.zeros((n_out, X + 1), dt).at[:, X].set(1)
+    theta = jnp.concatenate([table, jnp.ones((table.shape[0], 1), dt)], axis=1).T
+    _, g_phi, _ = kernels.estep_counts(phi, theta, data, True, False, xla=None)
+    return g_phi[:, :X]
 
 
 def doc_sums(table: Float[Array, "W X"], data: DocWordCounts, n_docs: int) -> Float[Array, "D X"]:
