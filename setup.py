@@ -73,7 +73,16 @@ setup(
             include_dirs=["csrc"],
             language="c++",
             optional=True,
-        )
+        ),
+        # the parallel LIDA-family token sweep (topicjax/lida/kernel.py)
+        Extension(
+            "topicjax.lida._lida_ffi",
+            sources=["csrc/lida_ffi.cc"],
+            depends=[str(p.relative_to(HERE)) for p in SOURCES],
+            include_dirs=["csrc"],
+            language="c++",
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": BuildKernel},
 )

@@ -153,6 +153,9 @@ def run_task(task: dict) -> dict:
         "first_sweep_s": float(secs[0]), "topics_per_doc": float(model.topics_per_document().mean()),
         "words_per_topic": float(model.words_per_topic().mean()),
         "docs_per_topic": float(model.documents_per_topic().mean()), "hyper": dict(model.hyper_),
+        # Figs. 9-10: quantiles (10, 50, 90 %) of topics per document and topics per word
+        "tpd_q": [float(q) for q in np.percentile(model.topics_per_document(), [10, 50, 90])],
+        "tpw_q": [float(q) for q in np.percentile(model.topics_per_word(), [10, 50, 90])],
         "dropped": int((~keep).sum()), "train_tokens": int(train.n_tokens), "backend": jax.default_backend(),
         "corpus_info": f"{cname}: {corpus.n_docs} documents, {corpus.n_words} words, {corpus.n_tokens} tokens",
     }
@@ -290,6 +293,15 @@ def tables(results, args):
                      f"{g('topics_per_doc'):.1f} | {g('words_per_topic'):.0f} | {g('docs_per_topic'):.1f} | "
                      f"{h('alpha'):.3g} | {h('beta'):.3g} | {h('eta'):.3g} | {h('delta'):.3g} | {h('gamma'):.3g} | "
                      f"{h('xi'):.3g} |")
+    lines += ["", "Figs. 9-10 (paper: histograms of topics per document and per word): quantiles 10 / 50 / 90 % "
+              "of topics per document and of topics per word, means over the folds.", "",
+              "| corpus | model | grid | topics/doc p10 / p50 / p90 | topics/word p10 / p50 / p90 |", "|---|---|---|---|---|"]
+    for (c, m, s, z), recs in sorted(groups.items(), key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
+                                                                   kv[0][2] or 0, kv[0][3] or 0)):
+        if "tpd_q" not in recs[0]:
+            continue
+        q = lambda k: " / ".join(f"{v:.0f}" for v in np.mean([r[k] for r in recs], axis=0))
+        lines.append(f"| {c} | {LABELS[m]} | {_grid_label(recs[0]) or '—'} | {q('tpd_q')} | {q('tpw_q')} |")
     return lines
 
 
@@ -350,9 +362,10 @@ def main(argv=None):
     ap.add_argument("--lda-topics", type=int, default=100)
     ap.add_argument("--sigma", type=_floats, default=[0.0], help="σ grid of FTM and LIDA, comma-separated")
     ap.add_argument("--zeta", type=_floats, default=[0.25], help="ζ grid of LIDA, comma-separated")
-    ap.add_argument("--mode", default="parallel", choices=["parallel", "exact"])
-    ap.add_argument("--mh-steps", type=int, default=4)
-    ap.add_argument("--batch-size", type=int, default=65536)
+    ap.add_argument("--mode", default="parallel", choices=["parallel", "exact", "stale"])
+    ap.add_argument("--mh-steps", type=int, default=None, help="MH steps per token (LDA; default: dense draw)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="tokens per block of the parallel sweep (default: 1/16 of the training tokens, <= 65536)")
     ap.add_argument("--news-docs", type=int, default=1000, help="20news: documents drawn")
     ap.add_argument("--news-words", type=int, default=1407, help="20news: most frequent words kept")
     ap.add_argument("--seed", type=int, default=0)

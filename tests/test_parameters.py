@@ -6,7 +6,6 @@ parameters (``ptm.select_order``, ``scale.online.fit_online``, ``scale.distribut
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import optax
@@ -18,14 +17,12 @@ from topicjax.estimator import _COMMON
 from topicjax.ptm import select_order
 from topicjax.scale import online
 
-LIDA_PENDING = Path(tj.lida.__file__).name == "lida.py"  # the flat module, being rewritten in topicjax/lida/
-
 ESTIMATORS = {
     "PLSA": lambda **kw: tj.PLSA(**{"n_components": 3, "max_iter": 3, "progress": False, **kw}),
     "ARTM": lambda **kw: tj.ARTM(**{"n_components": 3, "max_iter": 3, "progress": False, **kw}),
     "PTM": lambda **kw: tj.PTM(**{"n_components": 3, "max_iter": 2, "progress": False, **kw}),
     "TTMM": lambda **kw: tj.TTMM(**{"n_themes": 2, "n_components": 3, "max_iter": 3, "progress": False, **kw}),
-    "LIDA": lambda **kw: tj.LIDA("lda", **{"n_components": 3, "max_iter": 3, "progress": False, **kw}),
+    "LIDA": lambda **kw: tj.LIDA(**{"variant": "lda", "n_components": 3, "max_iter": 3, "progress": False, **kw}),
 }
 
 NAN = float("nan")
@@ -82,12 +79,33 @@ BAD = [
     ("TTMM", "optimizer", "adam", r"None or an optax GradientTransformation \(with init, update\), got 'adam'"),
     ("TTMM", "batch_size", 0, r"an integer >= 1, got 0"),
     ("TTMM", "chunk", 2.5, r"None or an integer >= 1, got 2.5"),
+    ("LIDA", "variant", "hdp", r"one of 'lida', 'ftm', 'sstm', 'lda', got 'hdp'"),
+    ("LIDA", "mode", "fast", r"one of 'parallel', 'exact', 'stale', got 'fast'"),
+    ("LIDA", "burn_in", -1, r"None or an integer >= 0, got -1"),
+    ("LIDA", "batch_size", 0, r"None or an integer >= 1, got 0"),
+    ("LIDA", "mh_steps", 1.5, r"None or an integer >= 0, got 1.5"),
+    ("LIDA", "init_topics", 0, r"None or an integer >= 1, got 0"),
+    ("LIDA", "alpha", 0.0, r"a number > 0.0, got 0.0"),
+    ("LIDA", "beta", NAN, r"a finite number, got nan"),
+    ("LIDA", "eta", -1, r"a number > 0.0, got -1"),
+    ("LIDA", "gamma", "1", r"a number, got '1'"),
+    ("LIDA", "delta", float("inf"), r"a finite number, got inf"),
+    ("LIDA", "xi", None, r"a number, got None"),
+    ("LIDA", "sigma", 1.0, r"a number in \[0, 1\), got 1.0"),
+    ("LIDA", "zeta", -0.1, r"a number >= 0.0, got -0.1"),
+    ("LIDA", "sample_hyper", 1, r"True or False, got 1"),
+    ("LIDA", "fixed_hyper", ("tau",), r"a list of names among 'alpha', .* \(unknown hyperparameter 'tau'\)"),
+    ("LIDA", "fixed_hyper", "alpha", r"a list of names among 'alpha', .*got 'alpha'"),
+    ("LIDA", "eta_prior", (1.0,), r"a pair \(shape, rate\) of finite numbers > 0, got \(1.0,\)"),
+    ("LIDA", "gamma_prior", (1.0, 0.0), r"a pair \(shape, rate\) of finite numbers > 0, got \(1.0, 0.0\)"),
+    ("LIDA", "vocabulary", "open", r"one of 'finite', 'infinite', got 'open'"),
+    ("LIDA", "n_phantom", -1, r"None or an integer >= 0, got -1"),
+    ("LIDA", "hyper_start", 2.0, r"None or an integer >= 0, got 2.0"),
+    ("LIDA", "grow", "double", r"one of 'auto', 'error', got 'double'"),
+    ("LIDA", "transform_iter", 0, r"an integer >= 1, got 0"),
+    ("LIDA", "eval_every", -1, r"an integer >= 0, got -1"),
+    ("LIDA", "init", "kmeans", r"one of 'random', 'ibp', got 'kmeans'"),
 ]
-
-
-def _skip_lida(family):
-    if family == "LIDA" and LIDA_PENDING:
-        pytest.skip("LIDA is being rewritten in topicjax/lida/; its constraints come with the rewrite")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +115,6 @@ def corpus():
 
 @pytest.mark.parametrize("family", list(ESTIMATORS))
 def test_every_parameter_has_a_validator(family):
-    _skip_lida(family)
     est = ESTIMATORS[family]()
     missing = sorted(set(est.get_params(deep=False)) - set(_COMMON) - set(type(est)._constraints))
     assert not missing, f"{family}: parameters without a validator: {missing}"
@@ -105,7 +122,6 @@ def test_every_parameter_has_a_validator(family):
 
 @pytest.mark.parametrize("family", list(ESTIMATORS))
 def test_the_table_covers_every_parameter(family):
-    _skip_lida(family)
     params = set(ESTIMATORS[family]().get_params(deep=False))
     covered = {p for f, p, _, _ in BAD if f == family}
     covered |= {"random_state", "tol"} & params  # rows in tests/test_estimator_contract.py
@@ -115,7 +131,6 @@ def test_the_table_covers_every_parameter(family):
 @pytest.mark.parametrize("family, param, value, message", BAD,
                          ids=[f"{f}-{p}={v!r}" for f, p, v, _ in BAD])
 def test_bad_values_are_refused_by_fit_and_fit_many(corpus, family, param, value, message):
-    _skip_lida(family)
     full = rf"^{re.escape(param)} must be {message}"
     with pytest.raises(ValueError, match=full):
         ESTIMATORS[family](**{param: value}).fit(corpus)
@@ -123,7 +138,7 @@ def test_bad_values_are_refused_by_fit_and_fit_many(corpus, family, param, value
         ESTIMATORS[family](**{param: value}).fit_many(corpus, seeds=[0, 1])
 
 
-@pytest.mark.parametrize("family", [f for f in ESTIMATORS if f != "LIDA"])
+@pytest.mark.parametrize("family", list(ESTIMATORS))
 def test_defaults_and_other_valid_values_pass(family):
     ESTIMATORS[family]()._validate_params()
     good = {
@@ -133,6 +148,9 @@ def test_defaults_and_other_valid_values_pass(family):
         "PLSA": dict(chunk=None, transform_iter=np.int64(3), tol=1e-9),
         "PTM": dict(bic="2020", max_u_cycles=0, max_v_rounds=0, v_candidates=[2, 2], block_tokens=16),
         "TTMM": dict(solver="sgd", optimizer=optax.sgd(0.1), chunk=None, random_state=None),
+        "LIDA": dict(variant="lida", mode="exact", burn_in=0, mh_steps=0, init_topics=2, sigma=0.5, zeta=0.0,
+                     delta=-0.2, xi=np.float32(2.0), fixed_hyper=["alpha", "xi"], eta_prior=[2, 0.5],
+                     vocabulary="infinite", n_phantom=0, hyper_start=0, eval_every=0, init="ibp", sample_hyper=False),
     }[family]
     ESTIMATORS[family](**good)._validate_params()
 

@@ -4,7 +4,6 @@ only its width can be checked (a Corpus carries its words and is checked or re-i
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,6 @@ FAMILIES = {
     "TTMM": lambda: tj.TTMM(2, 4, max_iter=6, progress=False),
     "LIDA": lambda: tj.LIDA("lda", 4, max_iter=4, progress=False),
 }
-LIDA_PENDING = Path(tj.lida.__file__).name == "lida.py"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +28,7 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def fitted(corpus):
-    return {name: make().fit(corpus) for name, make in FAMILIES.items() if name != "LIDA" or not LIDA_PENDING}
+    return {name: make().fit(corpus) for name, make in FAMILIES.items()}
 
 
 def no_evidence(model) -> np.ndarray:
@@ -44,9 +42,7 @@ def no_evidence(model) -> np.ndarray:
 
 
 def family_params():
-    return [pytest.param(n, marks=pytest.mark.skipif(n == "LIDA" and LIDA_PENDING,
-                                                     reason="LIDA is being rewritten in topicjax/lida/"))
-            for n in FAMILIES]
+    return list(FAMILIES)
 
 
 @pytest.mark.parametrize("name", family_params())

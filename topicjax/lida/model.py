@@ -1,0 +1,482 @@
+"""The LIDA estimator: collapsed Gibbs sampling of LIDA, the four-parameter FTM, SSTM and LDA
+(sec. 4), posterior averaging and held-out evaluation (sec. 5.1)."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.core import validation as V
+from topicjax.core.errors import NumericalError
+from topicjax.core.random import as_key
+from topicjax.data.corpus import Corpus
+from topicjax.estimator import TopicModelBase
+from topicjax.persistence import ArraySpec, SavedModelError
+from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, fold_in, loglik, no_evidence, sample_means
+from .hyper import hyper_update
+from .ibp import ibp_sample
+from .sampler import sweep
+from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
+from .validators import discount, gamma_prior, hyper_names
+
+__all__ = ["LIDA"]
+
+
+class LIDA(TopicModelBase):
+    """Collapsed Gibbs sampler for LIDA, the four-parameter FTM, SSTM and LDA (sec. 4).
+
+    Parameters
+    ----------
+    variant: ``"lida"``, ``"ftm"``, ``"sstm"`` or ``"lda"`` (table in the :mod:`topicjax.lida` docstring).
+    n_components: K_max, the number of topic slots (LDA/SSTM: the number of topics; LIDA/FTM: the
+        truncation, grown automatically with ``grow="auto"``).
+    max_iter: number of sweeps; ``burn_in``: sweeps before posterior averaging (default half).
+    mode: ``"parallel"`` (default: documents in parallel with their own counts exact token by token,
+        the shared word-topic counts refreshed between blocks of documents, the AD-LDA
+        approximation; :mod:`topicjax.lida.parallel`), ``"exact"`` (the sequential collapsed Gibbs
+        sweep, the reference) or ``"stale"`` (**approximate**: every token of a batch sees the
+        counts of the batch start, its own document's included; kept for comparison only).
+    batch_size: tokens per block of documents (``"parallel"``: the documents of a block are
+        sampled in parallel; one document per block makes the sweep exact) or per batch
+        (``"stale"``).  Default: a sixteenth of the corpus, at most 65,536 (``"parallel"``; the
+        approximation grows with the share of the corpus in one block), 65,536 (``"stale"``).
+    mh_steps: Metropolis-Hastings steps per token with O(1) document/word proposals (``"parallel"``:
+        LDA and SSTM only; ``"stale"``), 0 for the dense categorical over the document's active
+        topics.  Default: 0, except 4 for ``"stale"``.
+    init_topics: topics used by the random initial assignment (default: all slots for LDA/SSTM,
+        ``min(n_components, 20)`` for LIDA/FTM).
+    init: ``"random"`` (tokens uniform over ``init_topics`` topics: every document starts with
+        nearly all of them, a dense Θ̄) or ``"ibp"`` (LIDA/FTM: Θ̄ drawn from the three-parameter IBP
+        prior of sec. 2.1 with the initial η, δ, σ, each token uniform over its document's topics;
+        K_max is raised to fit the draw).  The chain tends to stay in the regime it starts in (see
+        "Topic births" in the :mod:`topicjax.lida` docstring), so this choice matters for LIDA/FTM.
+    alpha, beta, eta, delta, gamma, xi: initial hyperparameters (sampled unless listed in
+        ``fixed_hyper`` or ``sample_hyper=False``); sigma, zeta: fixed discounts in [0, 1).
+    eta_prior, gamma_prior: (shape, rate) of the Gamma priors of η and γ.
+    vocabulary: ``"finite"`` (eq. 34, the W observed words) or ``"infinite"`` (eq. 32-33, with
+        phantom rows for unobserved words; ``n_phantom`` of them initially, grown as needed).
+    hyper_start: first sweep with hyperparameter updates (default ``max_iter // 4``).  Sampling α
+        and β from the start of a randomly initialised chain drives them to large values that keep
+        the assignments uniform (the random state is best explained by flat Dirichlets); a delay,
+        as in Mallet's ``optimize_burn_in``, avoids that trap.
+    grow: ``"auto"`` (double K_max / phantom rows when a sweep runs out) or ``"error"``.
+    transform_iter: sweeps of the document-completion sampler (half of them burn-in).
+    eval_every: record the training log-likelihood ln p(w | Φ̂, Θ̂) of the sample every so many
+        sweeps (0: never; it costs a (non-zeros x topics) pass).
+    random_state: an int, ``None`` (a fresh seed, kept in ``seed_``) or a ``jax.random`` key; the
+        same seed gives the same chain on CPU (the compiled CPU kernel and the XLA sweep draw the
+        same uniforms but may differ in float32 rounding, see :mod:`topicjax.lida.kernel`).
+    progress: tqdm progress bar over sweeps.
+
+    Every parameter is validated when ``fit`` starts (``_constraints``,
+    :mod:`topicjax.core.validation`).  :meth:`fit_many` (seeds and parameter grids, e.g.
+    ``params={"alpha": [...]}``) runs the chains one after the other (or in threads) on the host:
+    a chain's K_max grows and its active-list lengths change between sweeps, so it is not a
+    fixed-shape algorithm of :func:`topicjax.core.driver.run_many`; each model equals its separate
+    fit.
+
+    Fitted attributes: ``phi_`` (W x T) and ``theta_`` (T x D) posterior means over the live topics
+    (columns of ``phi_`` are renormalised to one, except with the infinite vocabulary where the
+    missing mass belongs to unobserved words; ``theta_`` is renormalised per document because
+    topics born during the averaging window have fewer samples),
+    ``topic_slots_`` (their slots), ``theta_bar_`` (T x D) and ``phi_bar_`` (W x T) masks of the
+    last sample, ``doc_freq_`` (documents per topic), ``n_topics_``, ``hyper_trace_`` (one list per
+    hyperparameter, one value per sweep), ``history_`` (one record per sweep: ``iteration``
+    (1, 2, ...), ``objective`` = ln p(w | z, Φ̄, β) of the sample
+    (:func:`~topicjax.lida.evaluate.collapsed_loglik`), ``n_topics`` (live topics), ``seconds``,
+    and every ``eval_every`` sweeps ``log_likelihood`` / ``perplexity`` of ln p(w | Φ̂, Θ̂)),
+    ``n_iter_``, ``n_components_`` (final K_max), ``components_`` (T x W; rows sum to one except
+    with the infinite vocabulary, where the missing mass belongs to unobserved words),
+    ``seed_``, ``transform_seed_`` (the seed of :meth:`transform`'s sampler, saved);
+    not saved: ``state_`` (the last :class:`State`), ``config_``, ``tokens_``.
+    """
+
+    _saved_arrays = ("phi_", "theta_", "theta_bar_", "phi_bar_", "doc_freq_", "topic_slots_")
+    _saved_meta = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
+                   "n_train_docs_", "transform_seed_")
+    _array_specs = {
+        "phi_": ArraySpec(("W", "T"), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        "theta_bar_": ArraySpec(("T", "D"), "b"),
+        "phi_bar_": ArraySpec(("W", "T"), "b"),
+        "doc_freq_": ArraySpec(("T",), "iu"),
+        "topic_slots_": ArraySpec(("T",), "iu"),
+    }
+    _meta_specs = {"history_": "records", "n_iter_": "int", "n_topics_": "int", "n_components_": "int",
+                   "n_train_docs_": "int", "transform_seed_": "int"}
+    _meta_required = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
+                      "n_train_docs_", "transform_seed_")
+    _constraints = {
+        "variant": V.one_of(*VARIANTS),
+        "mode": V.one_of(*MODES),
+        "burn_in": V.optional(V.integer(0)),
+        "batch_size": V.optional(V.integer(1)),
+        "mh_steps": V.optional(V.integer(0)),
+        "init_topics": V.optional(V.integer(1)),
+        **{h: V.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
+        "delta": V.number(),
+        "xi": V.number(),
+        "sigma": discount,
+        "zeta": discount,
+        "sample_hyper": V.boolean(),
+        "fixed_hyper": hyper_names,
+        "eta_prior": gamma_prior,
+        "gamma_prior": gamma_prior,
+        "vocabulary": V.one_of("finite", "infinite"),
+        "n_phantom": V.optional(V.integer(0)),
+        "hyper_start": V.optional(V.integer(0)),
+        "grow": V.one_of("auto", "error"),
+        "transform_iter": V.integer(1),
+        "eval_every": V.integer(0),
+        "init": V.one_of("random", "ibp"),
+        "progress": V.boolean(),
+    }
+
+    def __init__(self, variant="lida", n_components=100, *, max_iter=200, burn_in=None, mode="parallel",
+                 batch_size=None, mh_steps=None, init_topics=None, alpha=0.1, beta=0.01, eta=5.0, delta=1.0,
+                 sigma=0.0, gamma=50.0, xi=1.0, zeta=0.0, sample_hyper=True, fixed_hyper=(),
+                 eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), vocabulary="finite", n_phantom=None,
+                 hyper_start=None, grow="auto", transform_iter=40, eval_every=10, init="random", random_state=0,
+                 progress=True):
+        self.variant = variant
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.burn_in = burn_in
+        self.mode = mode
+        self.batch_size = batch_size
+        self.mh_steps = mh_steps
+        self.init_topics = init_topics
+        self.alpha = alpha
+        self.beta = beta
+        self.eta = eta
+        self.delta = delta
+        self.sigma = sigma
+        self.gamma = gamma
+        self.xi = xi
+        self.zeta = zeta
+        self.sample_hyper = sample_hyper
+        self.fixed_hyper = fixed_hyper
+        self.eta_prior = eta_prior
+        self.gamma_prior = gamma_prior
+        self.vocabulary = vocabulary
+        self.n_phantom = n_phantom
+        self.hyper_start = hyper_start
+        self.grow = grow
+        self.transform_iter = transform_iter
+        self.init = init
+        self.eval_every = eval_every
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self):
+        """Every parameter through its validator, then the constraints between parameters."""
+        self._validate_params()
+        if self.mode == "parallel" and self._mh_steps() and self.variant in ("lida", "ftm"):
+            raise ValueError(f"mh_steps={self.mh_steps}: the parallel sweep's MH proposals need every topic active "
+                             f"in every document (variants 'lda', 'sstm'); use mh_steps=0 for {self.variant!r}")
+        if not self.delta > -self.sigma:
+            raise ValueError(f"delta must be > -sigma = {-self.sigma}, got {self.delta!r}")
+        if not self.xi > -self.zeta:
+            raise ValueError(f"xi must be > -zeta = {-self.zeta}, got {self.xi!r}")
+        if self.init_topics is not None and self.init_topics > self.n_components:
+            raise ValueError(f"init_topics must be in [1, n_components={self.n_components}], got {self.init_topics!r}")
+
+    def _block_tokens(self, n_tokens: int) -> int:
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        return 65536 if self.mode == "stale" else int(min(65536, max(1, -(-n_tokens // 16))))
+
+    def _mh_steps(self) -> int:
+        if self.mh_steps is not None:
+            return int(self.mh_steps)
+        return 4 if self.mode == "stale" else 0
+
+    def _config(self, corpus: Corpus, n_topics: int, n_rows: int) -> Config:
+        sample = () if not self.sample_hyper else tuple(h for h in HYPER if h not in self.fixed_hyper)
+        if self.variant in ("lda", "sstm"):
+            sample = tuple(h for h in sample if h not in ("eta", "delta"))
+        if self.variant in ("lda", "ftm"):
+            sample = tuple(h for h in sample if h not in ("gamma", "xi"))
+        return Config(
+            variant=self.variant, n_topics=int(n_topics), n_docs=corpus.n_docs, n_words=corpus.n_words,
+            n_rows=int(n_rows), n_tokens=corpus.n_tokens, vocabulary=self.vocabulary, mode=self.mode,
+            batch=int(min(self._block_tokens(corpus.n_tokens), corpus.n_tokens)), mh_steps=self._mh_steps(),
+            sample=sample,
+            sigma=float(self.sigma), zeta=float(self.zeta), eta_prior=tuple(map(float, self.eta_prior)),
+            gamma_prior=tuple(map(float, self.gamma_prior)),
+            # histogram lengths rounded up to powers of two: corpora of similar size share compilations
+            max_doc_len=pow2(corpus.doc_lengths.max()), max_word_count=pow2(corpus.word_counts.max()),
+            # the mask scans are sequential: on a GPU each step is a few tiny kernels, and unrolling 8
+            # steps per loop iteration cut the KOS topic step from 28 to 19 ms (H100); on CPU it only
+            # adds compile time
+            unroll=8 if jax.default_backend() == "gpu" else 1,
+        )
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y=None):
+        """Run ``max_iter`` sweeps on a :class:`Corpus` or a (documents x words) count matrix."""
+        self._check_params()
+        corpus = self._train_corpus(X)
+        if corpus.n_tokens == 0:
+            raise ValueError("the corpus has no tokens")
+        if self.variant in ("lda", "sstm"):
+            corpus.check_topics(self.n_components)
+        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens))
+        W = corpus.n_words
+        n_phantom = 0
+        if self.vocabulary == "infinite" and self.variant in ("lida", "sstm"):
+            n_phantom = int(self.n_phantom) if self.n_phantom is not None else max(64, W // 4)
+        K = int(self.n_components)
+        key = as_key(self._seed())
+        theta_init = None
+        if self.init == "ibp" and self.variant in ("lida", "ftm"):
+            rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+            theta_init = ibp_sample(rng, corpus.n_docs, float(self.eta), float(self.delta), float(self.sigma),
+                                    min_features=1)
+            K0 = theta_init.shape[1]
+            if K0 > K:
+                if self.grow == "error":
+                    raise ValueError(f"init='ibp' drew {K0} topics, more than n_components={K}; raise "
+                                     "n_components or use grow='auto'")
+                K = K0 + max(16, K0 // 4)  # room for births
+            theta_init = np.pad(theta_init, ((0, 0), (0, K - K0)))
+        cfg = self._config(corpus, K, W + n_phantom)
+        init_topics = self.init_topics or (K if self.variant in ("lda", "sstm") else min(K, 20))
+        hyper = {h: getattr(self, h) for h in HYPER}
+        k_tr = jax.random.fold_in(key, 0x7E57)  # the transform's seed, apart from the chain's keys
+        k_init, k_hyp, key = jax.random.split(key, 3)
+        state = init_state(k_init, tokens, cfg, hyper, init_topics, theta_init)
+        burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
+        hyper_start = self.max_iter // 4 if self.hyper_start is None else int(self.hyper_start)
+        trace = {h: [] for h in HYPER}
+        history = []
+        avg = None
+        ll_args = (jnp.asarray(corpus.doc_ids), jnp.asarray(corpus.word_ids),
+                   jnp.asarray(corpus.counts, jnp.float32))
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.max_iter, desc=f"LIDA[{self.variant}]")
+        try:
+            for it in range(self.max_iter):
+                t0 = time.perf_counter()
+                k_it = jax.random.fold_in(key, it)
+                while True:
+                    new = sweep(state, k_it, tokens, cfg)
+                    of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
+                    if of_t == 0 and of_w == 0:
+                        break
+                    what = (f"{of_t} new topic(s) found no free slot among K_max={cfg.n_topics}" if of_t
+                            else f"{of_w} new word(s) found no free phantom row among {cfg.n_rows - W}")
+                    if self.grow == "error":
+                        raise ValueError(f"sweep {it}: {what}; raise n_components / n_phantom or use grow='auto'")
+                    state, cfg = grow_state(state, cfg, n_topics=2 * (cfg.n_topics + of_t) if of_t else None,
+                                            n_rows=W + 2 * (cfg.n_rows - W) + of_w if of_w else None)
+                    if avg is not None:
+                        avg = self._grow_avg(avg, cfg)
+                state = new
+                if it >= hyper_start:
+                    state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg, tokens)
+                for h in HYPER:
+                    trace[h].append(float(getattr(state, h)))
+                live = int(jnp.sum(jnp.any(state.theta_bar, axis=0)))
+                if not np.isfinite(trace["alpha"][-1]) or not np.isfinite(trace["beta"][-1]):
+                    raise NumericalError(f"sweep {it}: hyperparameter update produced a non-finite value",
+                                         iteration=it + 1, reason="nonfinite")
+                objective = collapsed_loglik(state, cfg)
+                if not np.isfinite(objective):
+                    raise NumericalError(f"sweep {it}: the log-likelihood ln p(w | z) is not finite",
+                                         iteration=it + 1, reason="nonfinite")
+                rec = {"iteration": it + 1, "objective": objective, "n_topics": live}
+                evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
+                if it >= burn_in or evaluate:
+                    means = sample_means(state, cfg)
+                if it >= burn_in:
+                    avg = add_sample(avg if avg is not None else self._zero_avg(cfg), *means)
+                if evaluate:
+                    ll = float(loglik(means[0], means[1], *ll_args))
+                    if not np.isfinite(ll):
+                        raise NumericalError(f"sweep {it}: training log-likelihood is not finite",
+                                             iteration=it + 1, reason="nonfinite")
+                    rec["log_likelihood"] = ll
+                    rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
+                rec["seconds"] = time.perf_counter() - t0
+                history.append(rec)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(topics=live, alpha=f"{trace['alpha'][-1]:.3g}")
+        finally:
+            if bar is not None:
+                bar.close()
+        self._finish(state, avg, cfg, corpus)
+        self.hyper_trace_ = trace
+        self.history_ = history
+        self.n_iter_ = self.max_iter
+        self.transform_seed_ = int(jax.random.bits(k_tr, (), jnp.uint32))
+        self.state_, self.config_, self.tokens_ = state, cfg, tokens
+        self._set_components()
+        return self
+
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, workers=None) -> list:
+        """Many chains: clones with ``random_state=seeds[g]``, ``n_components=n_topics[g]`` and
+        ``params = {name: [value per chain]}`` (e.g. ``{"alpha": [0.05, 0.1]}``), each equal to
+        its separate :meth:`fit`.  The chains run on the host one after the other
+        (``mode="sequential"``) or in ``workers`` threads (``mode="threads"``; the compiled CPU
+        kernel serialises its calls): a chain grows K_max and changes its active-list lengths
+        between sweeps, so it is not a fixed-shape algorithm of
+        :func:`topicjax.core.driver.run_many` (:meth:`TopicModelBase.fit_many`).  This
+        estimator's own parameters are validated first, the ones a setting replaces included."""
+        self._check_params()
+        return super().fit_many(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode, workers=workers)
+
+    @staticmethod
+    def _zero_avg(cfg: Config) -> Averages:
+        K = cfg.n_topics
+        return Averages(jnp.zeros((cfg.n_words, K), jnp.float32), jnp.zeros((cfg.n_docs, K), jnp.float32),
+                        jnp.zeros((K,), jnp.int32))
+
+    @staticmethod
+    def _grow_avg(avg: Averages, cfg: Config) -> Averages:
+        dk = cfg.n_topics - avg.n.shape[0]
+        return Averages(jnp.pad(avg.phi_sum, ((0, 0), (0, dk))), jnp.pad(avg.theta_sum, ((0, 0), (0, dk))),
+                        jnp.pad(avg.n, (0, dk)))
+
+    def _finish(self, state: State, avg: Averages, cfg: Config, corpus: Corpus):
+        if avg is None:
+            avg = accumulate(None, state, cfg)
+        n = np.asarray(avg.n)
+        slots = np.flatnonzero(n > 0)
+        phi = np.asarray(avg.phi_sum, np.float64)[:, slots] / n[slots]
+        if self.vocabulary == "finite" or self.variant in ("lda", "ftm"):
+            # Rao-Blackwellised entries (sparse variants) leave the sums within ~1e-3 of one
+            phi = phi / phi.sum(0, keepdims=True)
+        theta = np.asarray(avg.theta_sum, np.float64)[:, slots] / n[slots]
+        theta = theta / np.maximum(theta.sum(1, keepdims=True), 1e-300)
+        self.topic_slots_ = slots.astype(np.int64)
+        self.phi_ = phi
+        self.theta_ = theta.T
+        self.theta_bar_ = np.asarray(state.theta_bar)[:, slots].T
+        self.phi_bar_ = np.asarray(state.phi_bar)[: cfg.n_words][:, slots]
+        self.doc_freq_ = self.theta_bar_.sum(1).astype(np.int64)
+        self.n_topics_ = int(slots.size)
+        self.n_components_ = int(cfg.n_topics)
+        self.n_train_docs_ = int(corpus.n_docs)
+        self.hyper_ = {h: float(getattr(state, h)) for h in HYPER}
+        self.hyper_.update(sigma=float(self.sigma), zeta=float(self.zeta))
+
+    def _saved_sizes(self) -> dict:
+        # T is the number of live topics (n_topics_), bound by phi_ and checked against n_topics_
+        return {"W": len(self.vocab_)}
+
+    @classmethod
+    def load(cls, path, **params):
+        """Load a model saved by :meth:`save` (tuple parameters come back as tuples); every field
+        is checked (:class:`~topicjax.persistence.SavedModelError` naming the folder and field)."""
+        model = super().load(path, **params)
+        for name in ("fixed_hyper", "eta_prior", "gamma_prior"):
+            setattr(model, name, tuple(getattr(model, name)))
+        sizes = model._load_sizes
+        for name, size in (("n_topics_", "T"), ("n_train_docs_", "D")):
+            if getattr(model, name) != sizes[size]:
+                raise SavedModelError(f"{path}: meta.json field {name!r} is {getattr(model, name)}, but the arrays "
+                                      f"hold {sizes[size]}")
+        if model.n_components_ < model.n_topics_:
+            raise SavedModelError(f"{path}: meta.json field 'n_components_' is {model.n_components_}, fewer than "
+                                  f"n_topics_ = {model.n_topics_}")
+        known = set(HYPER) | {"sigma", "zeta"}
+        for name in ("hyper_", "hyper_trace_"):
+            value, keys = getattr(model, name), (known if name == "hyper_" else set(HYPER))
+            ok = isinstance(value, dict) and set(value) == keys
+            ok = ok and all((np.isfinite(v) if name == "hyper_" else isinstance(v, list) and len(v) == model.n_iter_
+                             and all(isinstance(x, (int, float)) for x in v))
+                            for v in value.values())
+            if not ok:
+                raise SavedModelError(f"{path}: meta.json field {name!r} must map {sorted(keys)} to "
+                                      f"{'finite numbers' if name == 'hyper_' else 'one number per sweep'}")
+        slots = model.topic_slots_
+        if np.any(np.diff(slots) <= 0) or (slots.size and (slots[0] < 0 or slots[-1] >= model.n_components_)):
+            raise SavedModelError(f"{path}: array 'topic_slots_' must be increasing slots in [0, n_components_)")
+        return model
+
+    # ------------------------------------------------------------------ inference
+    def _check_fitted(self):
+        super()._check_fitted()
+        if not hasattr(self, "phi_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _theta_new(self, corpus: Corpus) -> np.ndarray:
+        """θ (46) of new documents by sampling their topics with Φ fixed at ``phi_`` (T x D), seeded
+        by ``transform_seed_`` (the same documents in the same order give the same θ)."""
+        tokens = make_tokens(corpus)
+        h = self.hyper_
+        n_sw = max(2, int(self.transform_iter))
+        key = jax.random.key(int(self.transform_seed_))
+        theta = fold_in(key, jnp.asarray(self.phi_, jnp.float32), jnp.asarray(self.doc_freq_),
+                        float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
+                        tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs),
+                        n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
+        theta = np.asarray(theta, np.float64)
+        if not np.all(np.isfinite(theta)):
+            raise NumericalError("document completion produced non-finite topic proportions", reason="nonfinite")
+        return theta
+
+    def transform(self, X, empty_docs="keep"):
+        """Topic proportions (46) of documents, ``(n_docs, n_topics_)``, by the document-completion
+        sampler (Φ fixed, ``transform_iter`` sweeps): a sampler, so the proportions of a document
+        depend on the other documents of the call (their tokens share the random numbers).
+        ``empty_docs``: documents without tokens get the proportions of no evidence
+        (:func:`~topicjax.lida.evaluate.no_evidence`; ``"keep"``), are left out (``"drop"``) or
+        are an error (``"error"``)."""
+        return self._transform_docs(X, empty_docs, lambda c: self._theta_new(c).T)
+
+    def _no_evidence(self) -> np.ndarray:
+        return no_evidence(self.doc_freq_, self.n_train_docs_, self.hyper_["delta"], self.hyper_["sigma"],
+                           self.variant in ("lida", "ftm"))
+
+    def log_predictive(self, observed: Corpus, heldout: Corpus) -> tuple[float, int]:
+        """ln P(w_* | w) of eq. (45) for ``heldout`` given topics sampled on ``observed`` (float64)
+        and the number of held-out tokens."""
+        observed = self._new_corpus(observed)
+        heldout = self._new_corpus(heldout)
+        if observed.n_docs != heldout.n_docs:
+            raise ValueError(f"observed has {observed.n_docs} documents but heldout has {heldout.n_docs}")
+        theta = self._theta_new(observed)
+        p = np.einsum("nk,kn->n", self.phi_[heldout.word_ids], theta[:, heldout.doc_ids])
+        if np.any(p <= 0) or not np.all(np.isfinite(p)):
+            raise NumericalError("a held-out word has zero or non-finite predictive probability", reason="nonfinite")
+        return float(np.sum(heldout.counts * np.log(p))), heldout.n_tokens
+
+    def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
+        """Eq. (45) (:meth:`log_predictive`): what :meth:`score` and :meth:`perplexity` use."""
+        return self.log_predictive(observed, heldout)[0]
+
+    # ------------------------------------------------------------------ summaries (Figs. 9-10)
+    def topics_per_document(self) -> np.ndarray:
+        """Number of active topics of every training document (last sample; histogram of Fig. 9)."""
+        self._check_fitted()
+        return self.theta_bar_.sum(0)
+
+    def topics_per_word(self) -> np.ndarray:
+        """Number of topics in which each word is active (Fig. 10; LDA/FTM: all topics)."""
+        self._check_fitted()
+        return self.phi_bar_.sum(1)
+
+    def words_per_topic(self) -> np.ndarray:
+        """Number of active words of every topic."""
+        self._check_fitted()
+        return self.phi_bar_.sum(0)
+
+    def documents_per_topic(self) -> np.ndarray:
+        """Number of documents in which every topic is active."""
+        self._check_fitted()
+        return self.theta_bar_.sum(1)
+
+    @staticmethod
+    def histogram(values) -> np.ndarray:
+        """``np.bincount`` of a per-document / per-word count (the histograms of Figs. 9-10)."""
+        return np.bincount(np.asarray(values, np.int64))

@@ -1,0 +1,204 @@
+"""Static settings, the token stream and the sampler state of the LIDA family (sec. 4).
+
+The arrays have a static number of topic *slots* ``K_max`` (``Config.n_topics``); a slot is a live
+topic while its column of Θ̄ has an active entry (LDA/SSTM: every slot).  Counts are dense
+``int32``: ``n_dk`` (D x K_max; the paper's n_kd stored document-major), ``n_wk`` (V x K_max),
+``n_k``; ``z`` holds the slot of every token.  With the infinite vocabulary (eq. 32-33) the V word
+rows are the W observed words followed by "phantom" rows for active but unobserved words; with the
+finite vocabulary (eq. 34) V = W.  Every sampler mode and backend reads and writes this same state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from topicjax.data.corpus import Corpus
+from .layout import Blocks, make_blocks
+
+__all__ = ["Config", "Tokens", "State", "VARIANTS", "HYPER", "MODES", "BIG", "TINY", "make_tokens",
+           "count_tables", "init_state", "grow_state", "pow2", "canonical"]
+
+VARIANTS = ("lida", "ftm", "sstm", "lda")
+HYPER = ("alpha", "beta", "eta", "delta", "gamma", "xi")
+MODES = ("parallel", "exact", "stale")
+BIG = 1e30  # stands for +inf in log-odds (a state that cannot be left)
+TINY = 1e-30
+
+
+@dataclass(frozen=True)
+class Config:
+    """Static settings of the sampler (hashable: a jit static argument)."""
+
+    variant: str
+    n_topics: int  # K_max, slots
+    n_docs: int
+    n_words: int  # W, observed vocabulary
+    n_rows: int  # W + phantom rows (infinite vocabulary) or W
+    n_tokens: int
+    vocabulary: str = "finite"
+    mode: str = "parallel"
+    batch: int = 65536  # tokens per batch of the stale mode (the parallel mode's blocks live in Tokens)
+    mh_steps: int = 0
+    sample: tuple = ("alpha", "beta", "eta", "delta", "gamma", "xi")
+    sigma: float = 0.0
+    zeta: float = 0.0
+    eta_prior: tuple = (1.0, 1.0)
+    gamma_prior: tuple = (1.0, 1.0)
+    mh_scale: float = 0.3
+    mh_hyper_steps: int = 10
+    max_doc_len: int = 0  # bounds of a count n_dk / n_wk (histograms of the α, β updates); 0: unknown
+    max_word_count: int = 0
+    unroll: int = 1  # unrolling of the mask scans (fewer loop iterations: faster on GPU, slower to compile)
+
+    @property
+    def focused(self) -> bool:  # topic masks Θ̄ sampled
+        return self.variant in ("lida", "ftm")
+
+    @property
+    def sparse(self) -> bool:  # word masks Φ̄ sampled
+        return self.variant in ("lida", "sstm")
+
+    @property
+    def n_batches(self) -> int:
+        return max(1, -(-self.n_tokens // self.batch))
+
+
+class Tokens(NamedTuple):
+    """The corpus as a token stream sorted by document, then word (device arrays)."""
+
+    doc: jax.Array  # (N,) int32
+    word: jax.Array  # (N,) int32
+    n_d: jax.Array  # (D,) int32 tokens per document
+    doc_start: jax.Array  # (N,) first token of the token's document
+    word_start: jax.Array  # (N,) first position of the token's word in ``by_word``
+    word_len: jax.Array  # (N,) tokens of the token's word
+    by_word: jax.Array  # (N,) token ids sorted by word
+    word_pos: jax.Array  # (N,) position of the token among the tokens of its word (in ``by_word``)
+    blocks: Blocks  # layout of the parallel sweep (documents per block, lanes)
+
+
+def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = None) -> Tokens:
+    """Expand ``corpus`` into a token stream (doc id and word id per token, sorted by document, the
+    tokens of one word consecutive within a document) and lay out the blocks of the parallel sweep
+    (:func:`topicjax.lida.layout.make_blocks`: documents in corpus order, ``block_tokens`` tokens
+    per block)."""
+    doc = np.repeat(corpus.doc_ids, corpus.counts).astype(np.int32)
+    word = np.repeat(corpus.word_ids, corpus.counts).astype(np.int32)
+    order = np.lexsort((word, doc))  # document-major, then word: a word's tokens form one run
+    doc, word = doc[order], word[order]
+    n_d = np.bincount(doc, minlength=corpus.n_docs).astype(np.int32)
+    doc_off = np.concatenate([[0], np.cumsum(n_d)]).astype(np.int32)
+    n_w = np.bincount(word, minlength=corpus.n_words).astype(np.int32)
+    word_off = np.concatenate([[0], np.cumsum(n_w)]).astype(np.int32)
+    by_word = np.argsort(word, kind="stable").astype(np.int32)
+    word_pos = np.empty_like(by_word)
+    word_pos[by_word] = np.arange(by_word.size, dtype=np.int32) - word_off[word[by_word]]
+    blocks = make_blocks(n_d, word, int(block_tokens), lanes)
+    return Tokens(
+        doc=jnp.asarray(doc), word=jnp.asarray(word), n_d=jnp.asarray(n_d),
+        doc_start=jnp.asarray(doc_off[doc]), word_start=jnp.asarray(word_off[word]),
+        word_len=jnp.asarray(n_w[word]), by_word=jnp.asarray(by_word), word_pos=jnp.asarray(word_pos),
+        blocks=blocks,
+    )
+
+
+class State(NamedTuple):
+    """Sampler state; masks and counts have ``K_max`` topic slots."""
+
+    z: jax.Array  # (N,) int32 topic of every token
+    n_dk: jax.Array  # (D, K) int32
+    n_wk: jax.Array  # (V, K) int32, V = W (+ phantom rows)
+    n_k: jax.Array  # (K,) int32
+    theta_bar: jax.Array  # (D, K) bool topic activations (all True for lda/sstm)
+    phi_bar: jax.Array  # (V, K) bool word activations (True on observed rows for lda/ftm)
+    alpha: jax.Array
+    beta: jax.Array
+    eta: jax.Array
+    delta: jax.Array
+    gamma: jax.Array
+    xi: jax.Array
+    overflow_topics: jax.Array  # births that found no free slot in the last sweep
+    overflow_words: jax.Array
+
+
+def count_tables(z, doc, word, D, V, K):
+    """(n_dk, n_wk, n_k) of the assignments ``z``."""
+    ones = jnp.ones_like(z)
+    n_dk = jnp.zeros((D, K), jnp.int32).at[doc, z].add(ones)
+    n_wk = jnp.zeros((V, K), jnp.int32).at[word, z].add(ones)
+    n_k = jnp.zeros((K,), jnp.int32).at[z].add(ones)
+    return n_dk, n_wk, n_k
+
+
+def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
+               theta_init: np.ndarray | None = None) -> State:
+    """Initial state.  Without ``theta_init``: assignments uniform over the first ``init_topics``
+    slots.  With ``theta_init`` (D x K_max bool, e.g. :func:`~topicjax.lida.ibp.ibp_sample`): every
+    token takes a topic uniformly among the topics active in its document, and Θ̄ = ``theta_init``.
+    Word masks are Φ̄ = (counts > 0) where sampled."""
+    K, D, V, W = cfg.n_topics, cfg.n_docs, cfg.n_rows, cfg.n_words
+    if theta_init is None:
+        z = jax.random.randint(key, tokens.doc.shape, 0, init_topics, dtype=jnp.int32)
+    else:
+        theta_init = np.asarray(theta_init, bool)
+        if theta_init.shape != (D, K):
+            raise ValueError(f"theta_init has shape {theta_init.shape}, expected (n_docs, K_max) = {(D, K)}")
+        m = theta_init.sum(1)
+        if cfg.focused and np.any(m[np.asarray(tokens.n_d) > 0] == 0):
+            d = int(np.flatnonzero((m == 0) & (np.asarray(tokens.n_d) > 0))[0])
+            raise ValueError(f"theta_init: document {d} has tokens but no active topic")
+        # the j-th active topic of the token's document, j uniform in [0, m_d)
+        doc = np.asarray(tokens.doc)
+        u = np.asarray(jax.random.uniform(key, doc.shape))
+        j = np.minimum((u * m[doc]).astype(np.int64), np.maximum(m[doc] - 1, 0))
+        rows, cols = np.nonzero(theta_init)  # row-major: the active slots of each document in order
+        start = np.concatenate([[0], np.cumsum(m)])
+        z = jnp.asarray(cols[start[doc] + j].astype(np.int32))
+    n_dk, n_wk, n_k = count_tables(z, tokens.doc, tokens.word, D, V, K)
+    if cfg.focused:
+        theta_bar = n_dk > 0 if theta_init is None else (jnp.asarray(theta_init) | (n_dk > 0))
+    else:
+        theta_bar = jnp.ones((D, K), bool)
+    if cfg.sparse:
+        phi_bar = n_wk > 0
+    else:
+        phi_bar = jnp.broadcast_to(jnp.arange(V)[:, None] < W, (V, K))
+    f = lambda name: jnp.asarray(hyper[name], jnp.float32)
+    return State(z, n_dk, n_wk, n_k, theta_bar, phi_bar, f("alpha"), f("beta"), f("eta"), f("delta"),
+                 f("gamma"), f("xi"), jnp.int32(0), jnp.int32(0))
+
+
+def grow_state(state: State, cfg: Config, n_topics: int | None = None, n_rows: int | None = None):
+    """Pad ``state`` to more topic slots and/or phantom word rows (free slots appended)."""
+    K_new = n_topics or cfg.n_topics
+    V_new = n_rows or cfg.n_rows
+    dk, dv = K_new - cfg.n_topics, V_new - cfg.n_rows
+    pad = lambda a, rows, cols: jnp.pad(a, ((0, rows), (0, cols)))
+    theta_fill = not cfg.focused  # lda/sstm: every slot is a topic of every document
+    theta_bar = jnp.pad(state.theta_bar, ((0, 0), (0, dk)), constant_values=theta_fill)
+    phi_bar = pad(state.phi_bar, dv, 0)
+    if not cfg.sparse:
+        phi_bar = jnp.pad(phi_bar, ((0, 0), (0, dk)), constant_values=True)
+        phi_bar = phi_bar & (jnp.arange(V_new)[:, None] < cfg.n_words)
+    else:
+        phi_bar = pad(phi_bar, 0, dk)
+    new = state._replace(
+        n_dk=pad(state.n_dk, 0, dk), n_wk=pad(state.n_wk, dv, dk), n_k=jnp.pad(state.n_k, (0, dk)),
+        theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=jnp.int32(0), overflow_words=jnp.int32(0),
+    )
+    return new, replace(cfg, n_topics=K_new, n_rows=V_new)
+
+
+def pow2(n) -> int:
+    """The smallest power of two >= ``n`` (>= 1): static sizes that change rarely (fewer compilations)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def canonical(cfg: Config) -> Config:
+    """``cfg`` with the settings that only the token sweep reads normalised (fewer compilations)."""
+    return replace(cfg, mode="exact", batch=1, mh_steps=0, unroll=1)
