@@ -1,6 +1,7 @@
 """Checkpoint and resume (issue 16, part 5): a fit killed by SIGKILL in a subprocess, resumed from its
 checkpoint folder, equals the uninterrupted fit bit for bit (CPU) -- for every family, PTM's order
-sweep and TTMM's SGD (whose document order comes from a host generator) included; and the folder
+sweep, TTMM's SGD (whose document order comes from a host generator) and a LIDA chain that grows
+its topic slots included; and the folder
 refuses another fit, a corrupt file and bad settings with clear errors."""
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ SETUP = textwrap.dedent("""
         "TTMM-EM": lambda **kw: tj.TTMM(2, 4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
         "TTMM-SGD": lambda **kw: tj.TTMM(2, 4, solver="sgd", batch_size=8, max_iter=14, tol=0,
                                          progress=False).fit(corpus, **kw),
+        # K_max 4 with IBP births: the chain grows its slots, so a checkpoint may hold a larger state
+        "LIDA": lambda **kw: tj.LIDA("lida", 4, max_iter=14, burn_in=6, hyper_start=2, eval_every=5,
+                                     progress=False).fit(corpus, **kw),
     }
 """)
 CHILD = SETUP + textwrap.dedent("""
@@ -76,10 +80,11 @@ def outcome(result) -> dict:
                 **{f"{M}/{k}": v for M, m in result.models.items() for k, v in outcome(m).items()}}
     out = {"history": hist(result.history_), "n_iter": result.n_iter_, "phi": np.asarray(result.phi_),
            "theta": np.asarray(result.theta_)}
-    for name in ("u_", "v_", "pi_", "tau_", "bic_history_", "loglik_history_", "scores_"):
+    for name in ("u_", "v_", "pi_", "tau_", "bic_history_", "loglik_history_", "scores_", "hyper_trace_",
+                 "theta_bar_", "phi_bar_"):
         if hasattr(result, name):
             v = getattr(result, name)
-            out[name] = hist(v) if name == "scores_" else (repr(v) if isinstance(v, list) else np.asarray(v))
+            out[name] = hist(v) if name == "scores_" else (repr(v) if isinstance(v, (list, dict)) else np.asarray(v))
     return out
 
 
@@ -138,7 +143,7 @@ def restores(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("family", ["PLSA", "ARTM", "PTM", "TTMM-EM", "TTMM-SGD"])
+@pytest.mark.parametrize("family", ["PLSA", "ARTM", "PTM", "TTMM-EM", "TTMM-SGD", "LIDA"])
 def test_a_killed_fit_resumes_to_the_same_model(family, tmp_path, restores):
     folder = tmp_path / "ckpt"
     kill_when(folder, family, lambda f: (f / "fit.npz").is_file())

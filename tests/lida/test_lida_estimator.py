@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
+import topicjax as tj
 from topicjax.lida import LIDA
 from topicjax.lida.evaluate import collapsed_loglik, no_evidence
 from topicjax.persistence import SavedModelError
@@ -151,3 +152,20 @@ def test_load_refuses_arrays_of_another_size(tmp_path, fitted_lida):
     np.savez(tmp_path / "m" / "arrays.npz", **arrays)
     with pytest.raises(SavedModelError, match=r"array 'theta_bar_' has shape"):
         LIDA.load(tmp_path / "m")
+
+
+def test_counts_of_a_billion_are_refused_before_allocating(monkeypatch):
+    """Issue 16: LIDA on counts of 1e9 used to allocate 14.9 GiB; a Gibbs sampler keeps one topic
+    per token, so the fit says what it needs and refuses past the limit (here 8 GiB), at once."""
+    import time
+
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", str(8 << 30))
+    corpus = tj.Corpus.from_dense(np.array([[10**9, 3], [2, 5]]), vocab=["a", "b"])
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"LIDA on this corpus \(1,000,000,010 tokens, 2 documents, 2 words, "
+                                         r"K_max=3\) needs about 37\.3 GiB, more than the limit of 8\.0 GiB"):
+        tj.LIDA("lda", 3, max_iter=2, progress=False).fit(corpus)
+    assert time.perf_counter() - t0 < 5
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "lots")
+    with pytest.raises(ValueError, match="TOPICJAX_LIDA_MEMORY must be a number of bytes, got 'lots'"):
+        tj.LIDA("lda", 3, max_iter=2, progress=False).fit(corpus)

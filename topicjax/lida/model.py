@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -20,9 +21,24 @@ from .hyper import hyper_update
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
-from .validators import discount, gamma_prior, hyper_names
+from .validators import check_memory, discount, gamma_prior, hyper_names
 
 __all__ = ["LIDA"]
+
+
+def _chain_to_host(state: State, cfg: Config, avg, trace: dict) -> dict:
+    """What a checkpoint keeps of a chain (numpy arrays and JSON values; K_max may have grown)."""
+    return {"state": {f: np.asarray(getattr(state, f)) for f in State._fields},
+            "n_topics": int(cfg.n_topics), "n_rows": int(cfg.n_rows), "trace": trace,
+            "avg": None if avg is None else {f: np.asarray(getattr(avg, f)) for f in Averages._fields}}
+
+
+def _chain_from_host(host: dict, cfg: Config):
+    """``(state, cfg, avg, trace)`` of a checkpointed chain (:func:`_chain_to_host`)."""
+    state = State(**{f: jnp.asarray(host["state"][f]) for f in State._fields})
+    cfg = replace(cfg, n_topics=int(host["n_topics"]), n_rows=int(host["n_rows"]))
+    avg = None if host["avg"] is None else Averages(**{f: jnp.asarray(host["avg"][f]) for f in Averages._fields})
+    return state, cfg, avg, {h: list(v) for h, v in host["trace"].items()}
 
 
 class LIDA(TopicModelBase):
@@ -217,12 +233,21 @@ class LIDA(TopicModelBase):
         )
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y=None):
-        """Run ``max_iter`` sweeps on a :class:`Corpus` or a (documents x words) count matrix."""
+    def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
+        """Run ``max_iter`` sweeps on a :class:`Corpus` or a (documents x words) count matrix.
+
+        ``checkpoint``: a folder where the chain is saved every ``checkpoint_every`` sweeps
+        (:mod:`topicjax.core.checkpoint`: the sampler state at its current K_max, the posterior
+        sums, the hyperparameter trace and the history); the same call after a kill resumes at
+        the saved sweep, to the same chain bit for bit on CPU (every sweep's key is folded from
+        the seed and the sweep number, so the resumed sweeps draw what the uninterrupted ones
+        draw; the same ``TOPICJAX_THREADS`` for the compiled kernel)."""
         self._check_params()
         corpus = self._train_corpus(X)
         if corpus.n_tokens == 0:
             raise ValueError("the corpus has no tokens")
+        check_memory(corpus, int(self.n_components))
+        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         if self.variant in ("lda", "sstm"):
             corpus.check_topics(self.n_components)
         tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens))
@@ -231,7 +256,7 @@ class LIDA(TopicModelBase):
         if self.vocabulary == "infinite" and self.variant in ("lida", "sstm"):
             n_phantom = int(self.n_phantom) if self.n_phantom is not None else max(64, W // 4)
         K = int(self.n_components)
-        key = as_key(self._seed())
+        key = as_key(self._seed(ckpt))
         theta_init = None
         if self.init == "ibp" and self.variant in ("lida", "ftm"):
             rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
@@ -257,13 +282,20 @@ class LIDA(TopicModelBase):
         avg = None
         ll_args = (jnp.asarray(corpus.doc_ids), jnp.asarray(corpus.word_ids),
                    jnp.asarray(corpus.counts, jnp.float32))
+        start, saved, run = 0, {}, None
+        if ckpt is not None:
+            run = ckpt.run("fit", get_host=lambda: saved["host"], set_host=lambda h: saved.update(host=h))
+            restored = run.restore((), ())
+            if restored is not None:
+                start, history = restored[3], list(restored[4])
+                state, cfg, avg, trace = _chain_from_host(saved["host"], cfg)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.max_iter, desc=f"LIDA[{self.variant}]")
+            bar = tqdm(total=self.max_iter, initial=start, desc=f"LIDA[{self.variant}]")
         try:
-            for it in range(self.max_iter):
+            for it in range(start, self.max_iter):
                 t0 = time.perf_counter()
                 k_it = jax.random.fold_in(key, it)
                 while True:
@@ -307,6 +339,9 @@ class LIDA(TopicModelBase):
                     rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
                 rec["seconds"] = time.perf_counter() - t0
                 history.append(rec)
+                if run is not None and ((it + 1) % run.every == 0 or it + 1 == self.max_iter):
+                    saved["host"] = _chain_to_host(state, cfg, avg, trace)
+                    run.save((), (), False, it + 1, history, it + 1 == self.max_iter)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(topics=live, alpha=f"{trace['alpha'][-1]:.3g}")
