@@ -13,6 +13,21 @@ from topicjax.data.corpus import Corpus
 from topicjax.data.datasets import shared_data_dir
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """After every test module, drop JAX's compiled programs (``jax.clear_caches``): the suite
+    compiles thousands of programs in one process, and each keeps memory maps of its machine
+    code; left to grow, the process reaches the kernel's limit on memory maps
+    (``vm.max_map_count``, 65530) and XLA's compiler crashes with a segmentation fault."""
+    yield
+    import gc
+
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The folder of shared real corpora (``/work/shared/data`` or ``$TOPICJAX_DATA``).
