@@ -66,7 +66,7 @@ def test_iterations_zero_refused_with_the_estimators_message(model, bars, run):
     (["--model", "ttmm", "--solver", "adam"], "solver must be one of 'em', 'sgd', got 'adam' (option --solver)"),
     (["--model", "ptm", "--bic", "1999"], "bic must be one of"),
     (["--model", "lida", "--sampler", "bogus"], "(option --sampler)"),
-    (["--model", "lida", "--variant", "bogus"], "unknown variant 'bogus'"),
+    (["--model", "lida", "--variant", "bogus"], "variant must be one of 'lida', 'ftm', 'sstm', 'lda', got 'bogus' (option --variant)"),
     (["--tol", "nan"], "tol must be a finite number"),
 ])
 def test_bad_numbers_and_choices_refused_by_the_estimator(argv, message, bars, run):
