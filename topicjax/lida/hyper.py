@@ -110,6 +110,20 @@ def loggamma_sum(hist, a):
     return jnp.sum(hist * (gammaln(a + c) - gammaln(a)))
 
 
+def _ibp_hyper(k_mass, k_conc, sampled, names, prior, counts, n_features, n_customers, mass, conc, disc,
+               n_max: int, cfg: Config):
+    """One update of an IBP's mass and concentration (eqs. 43-44 for the topic IBP, the same for
+    the word IBP): the mass by its conjugate Gamma(a + K*, b + H) draw, the concentration by
+    random-walk MH on log(conc + disc); each only when its name is in ``sampled``."""
+    if names[0] in sampled:
+        a, b = prior
+        mass = gamma_draw(k_mass, a + n_features) / (b + ibp_harmonic(n_customers, conc, disc, n_max))
+    if names[1] in sampled:
+        f = lambda x: ibp_log_likelihood(counts, n_customers, mass, jnp.exp(x) - disc, disc, n_max)
+        conc = jnp.exp(mh_log(k_conc, jnp.log(conc + disc), f, cfg.mh_scale, cfg.mh_hyper_steps)) - disc
+    return mass, conc
+
+
 def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
     """Sec. 4.5: α, β (39)-(40) by slice sampling, η, γ conjugate Gamma, δ, ξ by MH on (41)-(43)."""
     ks = jax.random.split(key, 6)
@@ -156,32 +170,17 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
             return jnp.sum(t1) + loggamma_sum(hist, b)
 
         state = state._replace(beta=jnp.exp(slice_log(ks[1], jnp.log(state.beta), f)))
-    if cfg.focused:
-        D = cfg.n_docs
+    if cfg.focused:  # topic IBP: customers are the documents, features the topics
         c_k = jnp.sum(state.theta_bar, axis=0)
-        if "eta" in s:  # Gamma(a + K*, b + Σ_j ...) : (43) is η^{K*} exp(-η H)
-            a, b = cfg.eta_prior
-            H = ibp_harmonic(D, state.delta, cfg.sigma, D)
-            state = state._replace(eta=gamma_draw(ks[2], a + k_star) / (b + H))
-        if "delta" in s:
-            sig = cfg.sigma
-            f = lambda x: ibp_log_likelihood(c_k, D, state.eta, jnp.exp(x) - sig, sig, D)
-            x = mh_log(ks[3], jnp.log(state.delta + sig), f, cfg.mh_scale, cfg.mh_hyper_steps)
-            state = state._replace(delta=jnp.exp(x) - sig)
+        mass, conc = _ibp_hyper(ks[2], ks[3], s, ("eta", "delta"), cfg.eta_prior, c_k, k_star, cfg.n_docs,
+                                state.eta, state.delta, cfg.sigma, cfg.n_docs, cfg)
+        state = state._replace(eta=mass, delta=conc)
     if cfg.sparse:
         # word IBP: customers are the K* live topics, features the words (observed and phantom)
         c_v = jnp.sum(state.phi_bar & live[None, :], axis=1)
-        n_feat = jnp.sum(c_v > 0)
-        kmax = cfg.n_topics
-        if "gamma" in s:
-            a, b = cfg.gamma_prior
-            H = ibp_harmonic(k_star, state.xi, cfg.zeta, kmax)
-            state = state._replace(gamma=gamma_draw(ks[4], a + n_feat) / (b + H))
-        if "xi" in s:
-            zt = cfg.zeta
-            f = lambda x: ibp_log_likelihood(c_v, k_star, state.gamma, jnp.exp(x) - zt, zt, kmax)
-            x = mh_log(ks[5], jnp.log(state.xi + zt), f, cfg.mh_scale, cfg.mh_hyper_steps)
-            state = state._replace(xi=jnp.exp(x) - zt)
+        mass, conc = _ibp_hyper(ks[4], ks[5], s, ("gamma", "xi"), cfg.gamma_prior, c_v, jnp.sum(c_v > 0), k_star,
+                                state.gamma, state.xi, cfg.zeta, cfg.n_topics, cfg)
+        state = state._replace(gamma=mass, xi=conc)
     return state
 
 
