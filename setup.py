@@ -1,5 +1,7 @@
 """Build of the one compiled part of topicjax: the fused CPU kernels (``csrc/``: the E-step of
-PLSA/ARTM and the PTM E-step and trial flips), XLA FFI handlers packaged as the extension module ``topicjax.core._estep_ffi`` (see topicjax/core/kernels.py).
+PLSA/ARTM, the PTM E-step and trial flips, the LIDA-family token sweep), XLA FFI handlers
+packaged as one extension module, ``topicjax.core._estep_ffi``, with one thread pool (see
+topicjax/core/kernels.py).
 
 Everything else about the package is in pyproject.toml.  ``pip install -e .`` compiles the kernel
 in place (next to kernels.py), ``pip install .`` into the wheel.  The XLA FFI headers come from
@@ -68,16 +70,7 @@ setup(
     ext_modules=[
         Extension(
             "topicjax.core._estep_ffi",
-            sources=["csrc/estep_ffi.cc", "csrc/ptm_ffi.cc"],
-            depends=[str(p.relative_to(HERE)) for p in SOURCES],
-            include_dirs=["csrc"],
-            language="c++",
-            optional=True,
-        ),
-        # the parallel LIDA-family token sweep (topicjax/lida/kernel.py)
-        Extension(
-            "topicjax.lida._lida_ffi",
-            sources=["csrc/lida_ffi.cc"],
+            sources=["csrc/estep_ffi.cc", "csrc/ptm_ffi.cc", "csrc/lida_ffi.cc"],
             depends=[str(p.relative_to(HERE)) for p in SOURCES],
             include_dirs=["csrc"],
             language="c++",

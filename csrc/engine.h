@@ -1,7 +1,7 @@
-// The process-wide state of the compiled kernels (csrc/estep_ffi.cc, csrc/ptm_ffi.cc): one
-// thread pool, the per-thread buffers of the E-step, the thread count, and the mutex that
-// serialises kernel calls (each call uses the whole pool; XLA may call from several threads at
-// once, e.g. one per host device in the sharded fit).
+// The process-wide state of the compiled kernels (csrc/estep_ffi.cc, csrc/ptm_ffi.cc,
+// csrc/lida_ffi.cc): one thread pool, the per-thread buffers of the E-step and of the LIDA sweep,
+// the thread count, and the mutex that serialises kernel calls (each call uses the whole pool;
+// XLA may call from several threads at once, e.g. one per host device in the sharded fit).
 #pragma once
 
 #include <pthread.h>
@@ -9,8 +9,10 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "estep_kernel.h"
+#include "lida_kernel.h"
 #include "thread_pool.h"
 
 namespace topicjax {
@@ -19,6 +21,7 @@ struct Engine {
   std::mutex mu;
   std::unique_ptr<ThreadPool> pool;
   Workspace ws;
+  std::vector<LidaScratch> lida_scratch;
   int threads = 1;
 
   // The pool, started on first use with the current thread count (call with `mu` held).
@@ -46,6 +49,7 @@ inline void EngineAfterForkInChild() {
   Engine& e = engine();
   new (&e.mu) std::mutex();
   (void)e.pool.release();
+  new (&e.lida_scratch) std::vector<LidaScratch>();
 }
 
 }  // namespace topicjax

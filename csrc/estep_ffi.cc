@@ -11,7 +11,8 @@
 //
 // Calls are serialised by one mutex: each call uses the whole thread pool (XLA may call from
 // several threads at once, e.g. one per host device in the sharded fit); see engine.h.  The
-// module also hands over the PTM kernels' handlers (ptm_ffi.cc).
+// module also hands over the PTM kernels' handlers (ptm_ffi.cc) and the LIDA-family token sweep's
+// (lida_ffi.cc): one module, one thread pool, one thread count for all of them.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -172,6 +173,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStepModels, EStepModels,
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmEStep);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmTrials);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmSmallest);
+// The LIDA-family token sweep's handler (csrc/lida_ffi.cc).
+XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxLidaSweep);
 
 // ------------------------------------------------------------------------------ Python module
 
@@ -192,7 +195,8 @@ static PyObject* py_handlers(PyObject*, PyObject*) {
                {"topicjax_estep_models", reinterpret_cast<void*>(&TopicjaxEStepModels)},
                {"topicjax_ptm_estep", reinterpret_cast<void*>(&TopicjaxPtmEStep)},
                {"topicjax_ptm_trials", reinterpret_cast<void*>(&TopicjaxPtmTrials)},
-               {"topicjax_ptm_smallest", reinterpret_cast<void*>(&TopicjaxPtmSmallest)}};
+               {"topicjax_ptm_smallest", reinterpret_cast<void*>(&TopicjaxPtmSmallest)},
+               {"topicjax_lida_sweep", reinterpret_cast<void*>(&TopicjaxLidaSweep)}};
   for (auto& it : items) {
     PyObject* cap = PyCapsule_New(it.fn, nullptr, nullptr);
     if (cap == nullptr || PyDict_SetItemString(d, it.name, cap) < 0) {
@@ -216,9 +220,10 @@ static PyObject* py_set_threads(PyObject*, PyObject* arg) {
   {
     Py_BEGIN_ALLOW_THREADS  // a running E-step holds the mutex until it finishes
     std::lock_guard<std::mutex> lock(e.mu);
-    if (e.threads != n) {  // the next E-step starts a pool of the new size
+    if (e.threads != n) {  // a pool of the new size, started here so that no kernel call pays for it
       e.pool.reset();
       e.threads = (int)n;
+      e.get_pool();
     }
     Py_END_ALLOW_THREADS
   }
@@ -232,6 +237,7 @@ static PyObject* py_release(PyObject*, PyObject*) {
   Py_BEGIN_ALLOW_THREADS
   std::lock_guard<std::mutex> lock(e.mu);
   e.ws.release();
+  std::vector<topicjax::LidaScratch>().swap(e.lida_scratch);
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
 }
@@ -242,14 +248,14 @@ static PyObject* py_build_info(PyObject*, PyObject*) {
 
 static PyMethodDef methods[] = {
     {"handlers", py_handlers, METH_NOARGS, "FFI handler capsules by target name."},
-    {"set_threads", py_set_threads, METH_O, "Set the number of threads of the E-step (>= 1)."},
-    {"get_threads", py_get_threads, METH_NOARGS, "The number of threads of the E-step."},
+    {"set_threads", py_set_threads, METH_O, "Set the number of threads of the kernels (>= 1)."},
+    {"get_threads", py_get_threads, METH_NOARGS, "The number of threads of the kernels."},
     {"release_buffers", py_release, METH_NOARGS, "Free the per-thread buffers kept between calls."},
     {"build_info", py_build_info, METH_NOARGS, "Compiler flags and source hash of this build."},
     {nullptr, nullptr, 0, nullptr}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_estep_ffi",
-                                    "Fused CPU E-step kernel (XLA FFI); see topicjax.core.kernels.",
+                                    "Fused CPU kernels (XLA FFI): E-step, PTM, LIDA sweep; see topicjax.core.kernels.",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__estep_ffi(void) { return PyModule_Create(&module); }

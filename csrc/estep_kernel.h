@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 
+#include "split.h"
 #include "thread_pool.h"
 
 namespace topicjax {
@@ -292,17 +293,10 @@ struct Workspace {
 // Fewest pieces a thread is given when one model is split over threads.
 constexpr int64_t kMinPiecesPerThread = 16;
 
-// How one model's pieces are split over threads: `nt` ranges of pieces [p_cut[k], p_cut[k+1])
-// holding about equal numbers of non-zeros, cut at document boundaries, with the documents
-// [d_cut[k], d_cut[k+1]) each range owns (every document of [0, D) is owned once).
-struct Split {
-  int64_t nt = 1;
-  std::vector<int64_t> p_cut, d_cut;
-};
-
+// How one model's pieces are split over threads (split.h): `nt` ranges of pieces holding about
+// equal numbers of non-zeros, cut at document boundaries, with the documents each range owns.
 template <typename F>
-Split MakeSplit(const EStepProblem<F>& pb, int64_t max_threads, bool need_phi) {
-  Split sp;
+RangeSplit MakeSplit(const EStepProblem<F>& pb, int64_t max_threads, bool need_phi) {
   // Cutting at document boundaries needs the pieces sorted by document (as em.prepare leaves
   // them); otherwise one thread does all the work.
   bool sorted = true;
@@ -317,40 +311,16 @@ Split MakeSplit(const EStepProblem<F>& pb, int64_t max_threads, bool need_phi) {
   // threads than non-zeros per word would not pay.
   if (need_phi) nt = std::min<int64_t>(nt, std::max<int64_t>(1, pb.P * pb.L / std::max<int64_t>(pb.W, 1)));
   if (!sorted) nt = 1;
-  sp.nt = nt;
-  sp.p_cut.assign(nt + 1, pb.P);
-  sp.p_cut[0] = 0;
-  if (nt > 1) {
-    // Equal work, not equal pieces: a piece weighs its slots with a count (padding is skipped,
-    // and the last chunk may be mostly padding) plus one for starting a document.  Cuts move
-    // forward to the next document boundary.
-    std::vector<int64_t> weight(pb.P);
-    int64_t total = 0;
-    for (int64_t i = 0; i < pb.P; ++i) {
-      const F* c = pb.count + i * pb.L * pb.count_stride;
-      int64_t live = 0;
-      for (int64_t e = 0; e < pb.L; ++e) live += c[e * pb.count_stride] != F(0);
-      weight[i] = live + (i == 0 || pb.piece_doc[i] != pb.piece_doc[i - 1]);
-      total += weight[i];
-    }
-    int64_t k = 1, acc = 0;
-    for (int64_t i = 0; i < pb.P && k < nt; ++i) {
-      while (k < nt && acc >= total * k / nt) {
-        int64_t s = i;
-        while (s > 0 && s < pb.P && pb.piece_doc[s] == pb.piece_doc[s - 1]) ++s;
-        sp.p_cut[k] = std::max(s, sp.p_cut[k - 1]);
-        ++k;
-      }
-      acc += weight[i];
-    }
+  // Equal work, not equal pieces: a piece weighs its slots with a count (padding is skipped, and
+  // the last chunk may be mostly padding) plus one for starting a document.
+  std::vector<int64_t> weight(nt > 1 ? pb.P : 0);
+  for (int64_t i = 0; nt > 1 && i < pb.P; ++i) {
+    const F* c = pb.count + i * pb.L * pb.count_stride;
+    int64_t live = 0;
+    for (int64_t e = 0; e < pb.L; ++e) live += c[e * pb.count_stride] != F(0);
+    weight[i] = live + (i == 0 || pb.piece_doc[i] != pb.piece_doc[i - 1]);
   }
-  sp.d_cut.assign(nt + 1, pb.D);
-  sp.d_cut[0] = 0;
-  for (int64_t k = 1; k < nt; ++k) {
-    const int64_t d = sp.p_cut[k] < pb.P ? pb.piece_doc[sp.p_cut[k]] : pb.D;
-    sp.d_cut[k] = std::min<int64_t>(std::max<int64_t>(d, sp.d_cut[k - 1]), pb.D);
-  }
-  return sp;
+  return SplitByWeight(weight, pb.piece_doc, pb.P, pb.D, nt);
 }
 
 // The E-step of G >= 1 models on one layout (`models[g]` differ in Φ, Θ, counts and outputs).
@@ -387,7 +357,7 @@ BadInput RunEStep(std::vector<EStepProblem<F>>& models, ThreadPool& pool, Worksp
   if (whole == G) return BadInput{};
 
   // The other models one at a time, each split over the threads.
-  const Split sp = MakeSplit(first, n_pool, need_phi);
+  const RangeSplit sp = MakeSplit(first, n_pool, need_phi);
   const int64_t nt = sp.nt;
   std::vector<F*> slab(nt, nullptr);
   for (int64_t k = 1; k < nt && need_phi; ++k) {
@@ -402,7 +372,7 @@ BadInput RunEStep(std::vector<EStepProblem<F>>& models, ThreadPool& pool, Worksp
       if (k >= nt) return;
       detail::SweepBuffers<F> buf(rows[k], T);
       if (need_phi) std::fill(slab[k], slab[k] + pb.W * T, F(0));
-      ll[k] = detail::SweepAny(pb, sp.p_cut[k], sp.p_cut[k + 1], sp.d_cut[k], sp.d_cut[k + 1], slab[k], buf, &bad[k]);
+      ll[k] = detail::SweepAny(pb, sp.row_cut[k], sp.row_cut[k + 1], sp.owner_cut[k], sp.owner_cut[k + 1], slab[k], buf, &bad[k]);
     });
     for (auto& b : bad)
       if (b.kind) return b;

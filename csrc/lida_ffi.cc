@@ -1,5 +1,6 @@
-// XLA FFI handler for the parallel LIDA-family token sweep (lida_kernel.h), and the Python module
-// that hands it to JAX (topicjax/lida/kernel.py registers it with jax.ffi.register_ffi_target).
+// XLA FFI handler for the parallel LIDA-family token sweep (lida_kernel.h).  It is part of the
+// extension module of estep_ffi.cc, which hands it to JAX (topicjax/lida/kernel.py registers it
+// through topicjax.core.kernels) and shares its thread pool and thread count (engine.h).
 //
 //   topicjax_lida_sweep  word (N,), doc_start (D+1,), z (N,), n_dk (D, K), n_wk (V, K), n_k (K,),
 //                        theta_bar (D, K) bool, phi_bar (V, K) bool, den (K,) f32, blocks (nb, C),
@@ -7,50 +8,19 @@
 //                        -> z, n_dk, n_wk, n_k (aliased to the inputs)
 //   attributes: focused (θ̄ read), sparse (φ̄ read).
 //
-// Calls are serialised by one mutex: each call uses the whole thread pool.
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <pthread.h>
-
+// Calls are serialised by the engine's mutex: each call uses the whole thread pool.
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 
+#include "engine.h"
 #include "lida_kernel.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
 
 namespace {
-
-struct Engine {
-  std::mutex mu;
-  std::unique_ptr<topicjax::ThreadPool> pool;
-  std::vector<topicjax::LidaScratch> scratch;
-  int threads = 1;
-};
-
-void AfterForkInChild();
-
-Engine& engine() {
-  static Engine* e = [] {
-    pthread_atfork(nullptr, nullptr, AfterForkInChild);
-    return new Engine();  // never destroyed: XLA may call during interpreter exit
-  }();
-  return *e;
-}
-
-// A forked child has none of the parent's pool threads: forget them (leak) and start anew.
-void AfterForkInChild() {
-  Engine& e = engine();
-  new (&e.mu) std::mutex();
-  (void)e.pool.release();
-  new (&e.scratch) std::vector<topicjax::LidaScratch>();
-}
 
 ffi::Error Invalid(const std::string& msg) { return ffi::Error::InvalidArgument("topicjax LIDA kernel: " + msg); }
 
@@ -114,10 +84,9 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
           return Invalid("token " + std::to_string(t) + " holds a topic that is not active in its document");
   }
   try {
-    Engine& e = engine();
+    topicjax::Engine& e = topicjax::engine();
     std::lock_guard<std::mutex> lock(e.mu);
-    if (!e.pool) e.pool = std::make_unique<topicjax::ThreadPool>(e.threads);
-    topicjax::LidaSweep(p, *e.pool, e.scratch);
+    topicjax::LidaSweep(p, e.get_pool(), e.lida_scratch);
   } catch (const std::bad_alloc&) {
     return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax LIDA kernel: out of memory");
   }
@@ -147,61 +116,3 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxLidaSweep, Sweep,
                                   .Ret<ffi::Buffer<ffi::S32>>()
                                   .Attr<int32_t>("focused")
                                   .Attr<int32_t>("sparse"));
-
-// ------------------------------------------------------------------------------ Python module
-
-#ifndef TOPICJAX_SOURCE_HASH
-#define TOPICJAX_SOURCE_HASH ""
-#endif
-
-static PyObject* py_handlers(PyObject*, PyObject*) {
-  PyObject* d = PyDict_New();
-  if (d == nullptr) return nullptr;
-  PyObject* cap = PyCapsule_New(reinterpret_cast<void*>(&TopicjaxLidaSweep), nullptr, nullptr);
-  if (cap == nullptr || PyDict_SetItemString(d, "topicjax_lida_sweep", cap) < 0) {
-    Py_XDECREF(cap);
-    Py_DECREF(d);
-    return nullptr;
-  }
-  Py_DECREF(cap);
-  return d;
-}
-
-static PyObject* py_set_threads(PyObject*, PyObject* arg) {
-  long n = PyLong_AsLong(arg);
-  if (n == -1 && PyErr_Occurred()) return nullptr;
-  if (n < 1 || n > 4096) {
-    PyErr_Format(PyExc_ValueError, "the number of threads must be between 1 and 4096, got %ld", n);
-    return nullptr;
-  }
-  Engine& e = engine();
-  Py_BEGIN_ALLOW_THREADS
-  {
-    std::lock_guard<std::mutex> lock(e.mu);
-    if (e.threads != n) {
-      e.pool.reset();
-      e.threads = (int)n;
-    }
-  }
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
-}
-
-static PyObject* py_get_threads(PyObject*, PyObject*) { return PyLong_FromLong(engine().threads); }
-
-static PyObject* py_build_info(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:s}", "source_hash", TOPICJAX_SOURCE_HASH);
-}
-
-static PyMethodDef methods[] = {
-    {"handlers", py_handlers, METH_NOARGS, "FFI handler capsules by target name."},
-    {"set_threads", py_set_threads, METH_O, "Set the number of threads of the sweep (>= 1)."},
-    {"get_threads", py_get_threads, METH_NOARGS, "The number of threads of the sweep."},
-    {"build_info", py_build_info, METH_NOARGS, "Source hash of this build."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lida_ffi",
-                                    "Parallel LIDA-family token sweep (XLA FFI); see topicjax.lida.kernel.", -1,
-                                    methods};
-
-PyMODINIT_FUNC PyInit__lida_ffi(void) { return PyModule_Create(&module); }

@@ -29,6 +29,7 @@
 #include <limits>
 #include <vector>
 
+#include "split.h"
 #include "thread_pool.h"
 
 namespace topicjax {
@@ -51,13 +52,6 @@ struct PtmBadInput {
   int64_t index = 0, value = 0;
 };
 
-// Contiguous item ranges [item_cut[k], item_cut[k+1]) and their rows [row_cut[k], row_cut[k+1]),
-// about equal numbers of non-zeros each.  Checks that the rows' items are sorted and in range.
-struct ItemSplit {
-  int64_t nt = 1;
-  std::vector<int64_t> row_cut, item_cut;
-};
-
 inline PtmBadInput CheckRows(const RowLayout& rl) {
   for (int64_t i = 0; i < rl.n_rows; ++i) {
     const int64_t it = rl.item[i];
@@ -66,51 +60,28 @@ inline PtmBadInput CheckRows(const RowLayout& rl) {
   return PtmBadInput{};
 }
 
-inline ItemSplit SplitItems(const RowLayout& rl, int64_t max_threads) {
-  ItemSplit sp;
+// Contiguous item ranges and their rows (split.h), about equal numbers of non-zeros each.
+inline RangeSplit SplitItems(const RowLayout& rl, int64_t max_threads) {
   // Fewest rows worth a thread of their own (a wake-up costs about as much as a few rows).
   constexpr int64_t kMinRows = 64;
-  int64_t nt = std::max<int64_t>(1, std::min<int64_t>(max_threads, rl.n_rows / kMinRows));
-  sp.nt = nt;
-  sp.row_cut.assign(nt + 1, rl.n_rows);
-  sp.row_cut[0] = 0;
-  if (nt > 1) {
-    std::vector<int64_t> weight(rl.n_rows);
-    int64_t total = 0;
-    for (int64_t i = 0; i < rl.n_rows; ++i) {
-      int64_t live = 1;
-      const float* c = rl.count + i * rl.width;
-      for (int64_t e = 0; e < rl.width; ++e) live += c[e] != 0.0f;
-      weight[i] = rl.item[i] < rl.n_items ? live : 0;
-      total += weight[i];
-    }
-    int64_t k = 1, acc = 0;
-    for (int64_t i = 0; i < rl.n_rows && k < nt; ++i) {
-      while (k < nt && acc >= total * k / nt) {
-        int64_t s = i;  // move forward to the first row of an item
-        while (s > 0 && s < rl.n_rows && rl.item[s] == rl.item[s - 1]) ++s;
-        sp.row_cut[k] = std::max(s, sp.row_cut[k - 1]);
-        ++k;
-      }
-      acc += weight[i];
-    }
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(max_threads, rl.n_rows / kMinRows));
+  std::vector<int64_t> weight(nt > 1 ? rl.n_rows : 0);
+  for (int64_t i = 0; nt > 1 && i < rl.n_rows; ++i) {
+    int64_t live = 1;
+    const float* c = rl.count + i * rl.width;
+    for (int64_t e = 0; e < rl.width; ++e) live += c[e] != 0.0f;
+    weight[i] = rl.item[i] < rl.n_items ? live : 0;
   }
-  sp.item_cut.assign(nt + 1, rl.n_items);
-  sp.item_cut[0] = 0;
-  for (int64_t k = 1; k < nt; ++k) {
-    const int64_t it = sp.row_cut[k] < rl.n_rows ? rl.item[sp.row_cut[k]] : rl.n_items;
-    sp.item_cut[k] = std::min<int64_t>(std::max<int64_t>(it, sp.item_cut[k - 1]), rl.n_items);
-  }
-  return sp;
+  return SplitByWeight(weight, rl.item, rl.n_rows, rl.n_items, nt);
 }
 
 // Runs f(item, row_begin, row_end) for every item of thread k's range, in order (items without
 // rows get an empty row range).
 template <typename Fn>
-inline void ForItems(const RowLayout& rl, const ItemSplit& sp, int64_t k, Fn&& f) {
+inline void ForItems(const RowLayout& rl, const RangeSplit& sp, int64_t k, Fn&& f) {
   int64_t r = sp.row_cut[k];
   const int64_t r_end = sp.row_cut[k + 1];
-  for (int64_t it = sp.item_cut[k]; it < sp.item_cut[k + 1]; ++it) {
+  for (int64_t it = sp.owner_cut[k]; it < sp.owner_cut[k + 1]; ++it) {
     const int64_t r0 = r;
     while (r < r_end && rl.item[r] == it) ++r;
     if (!f(it, r0, r)) return;
@@ -195,7 +166,7 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
   std::vector<DocScratch> scratch(n_pool);
   std::vector<PtmBadInput> bads(n_pool);
 
-  const ItemSplit sd = SplitItems(A.docs, n_pool);
+  const RangeSplit sd = SplitItems(A.docs, n_pool);
   pool.run([&](int k) {
     if (k >= sd.nt) return;
     DocScratch& s = scratch[k];
@@ -245,7 +216,7 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
   for (auto& b : bads)
     if (b.kind) return b;
 
-  const ItemSplit sw = SplitItems(A.words, n_pool);
+  const RangeSplit sw = SplitItems(A.words, n_pool);
   const int64_t WW = A.words.width;
   pool.run([&](int k) {
     if (k >= sw.nt) return;
@@ -409,7 +380,7 @@ inline PtmBadInput RunTrials(const TrialArgs& A, ThreadPool& pool) {
   std::vector<DocScratch> scratch(n_pool);
   std::vector<PtmBadInput> bads(n_pool);
   const double t_max = double(A.t_max), tiny = double(A.tiny);
-  const ItemSplit sd = SplitItems(A.docs, n_pool);
+  const RangeSplit sd = SplitItems(A.docs, n_pool);
   pool.run([&](int k) {
     if (k >= sd.nt) return;
     DocScratch& s = scratch[k];

@@ -15,8 +15,13 @@ Systems (``--systems``; a missing package is reported, not fatal):
   iteration, ``n_jobs = --threads``), ``tomotopy`` (one Gibbs sweep, ``workers = --threads``):
   other algorithms, for orientation.
 
-Each pass is timed round-robin (one pass of every system in turn, ``--rounds`` times; medians), so
-that the load of a shared machine hits all systems alike; the load average is printed at the start
+Passes are timed round-robin (``--rounds`` rounds; in each, every system in turn runs one untimed
+pass and ``--per-turn`` timed ones; medians), so that the load of a shared machine hits all
+systems alike.  "k threads" means k cores: before a
+system's pass the whole process -- every thread, XLA's own pool and the libraries' workers
+included -- is restricted to the first k usable cores (``--no-pin`` turns this off), so that a
+one-thread figure cannot borrow a second core for the work around the kernel (our step's XLA
+operations, which run on XLA's pool, could otherwise overlap the kernel on the idle core); the load average is printed at the start
 of every table.  Besides the pass table: the E-step alone (our kernel against numba's at equal
 threads), the thread-scaling table (time at 1 thread / time at N threads, for us, numba and
 BigARTM), and the ratios issue 12 sets targets for (ours / numba at equal threads <= 1.3,
@@ -49,6 +54,23 @@ sys.path.insert(0, str(HERE))
 import bench_em  # noqa: E402  (the shared system classes, corpus loading and split)
 
 ALL_SYSTEMS = ("ours-ffi", "ours-xla", "numba", "bigartm-1", "bigartm-10", "gensim", "sklearn", "tomotopy")
+
+
+_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+_PIN = {"on": True}
+
+
+def pin(n: int) -> None:
+    """Restrict every thread of this process to the first ``n`` usable cores (threads started
+    later inherit it from their creator); a no-op where affinity cannot be set or with --no-pin."""
+    if not _PIN["on"] or not _CORES:
+        return
+    cores = set(_CORES[: max(1, n)])
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except OSError:  # a thread that ended meanwhile
+            pass
 
 
 def usable_cores() -> int:
@@ -128,22 +150,26 @@ def make_systems(names, train, T, counts, seed, workdir):
     return made, missing
 
 
-def time_round_robin(systems, rounds):
-    """Median and minimum seconds per pass; ``before()`` (thread settings) is not timed."""
+def time_round_robin(systems, rounds, per_turn: int = 3):
+    """Median and minimum seconds per pass.  Each round gives every system a turn: its thread
+    setting and cores (``before()``, :func:`pin`), one untimed pass (a switch of threads and cores
+    leaves the caches of the other core cold; a fit runs its passes back to back), then
+    ``per_turn`` timed passes."""
     times = {s.name: [] for s in systems}
-    for s in systems:  # one untimed pass each: caches, thread pools
-        getattr(s, "before", lambda: None)()
-        s.step()
     for _ in range(rounds):
         for s in systems:
+            pin(s.threads)
             getattr(s, "before", lambda: None)()
-            t0 = time.perf_counter()
             s.step()
-            times[s.name].append(time.perf_counter() - t0)
+            for _ in range(per_turn):
+                t0 = time.perf_counter()
+                s.step()
+                times[s.name].append(time.perf_counter() - t0)
+    pin(len(_CORES))
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
-def estep_times(train, T, counts, rounds, with_numba):
+def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
     """The E-step alone (seconds, median, round-robin): our kernel and numba's at each count."""
     import jax
     import jax.numpy as jnp
@@ -156,7 +182,7 @@ def estep_times(train, T, counts, rounds, with_numba):
     f = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)).lower(state.phi, theta, data).compile()
     runs = {}
     for n in counts:
-        runs[f"ours-ffi-{n}"] = (lambda n=n: kernels.set_threads(n),
+        runs[f"ours-ffi-{n}"] = (lambda n=n: (pin(n), kernels.set_threads(n)),
                                  lambda: jax.block_until_ready(f(state.phi, theta, data)))
     if with_numba:
         from numba_reference import NumbaEStep
@@ -164,17 +190,17 @@ def estep_times(train, T, counts, rounds, with_numba):
         P, Th = np.asarray(state.phi), np.asarray(theta)
         for n in counts:
             k = NumbaEStep(train.doc_offsets, train.word_ids, train.counts, train.n_words, n, np.float32)
-            runs[f"numba-{n}"] = (lambda: None, lambda k=k: k(P, Th))
-    for before, run in runs.values():
-        before()
-        run()
+            runs[f"numba-{n}"] = (lambda n=n: pin(n), lambda k=k: k(P, Th))
     times = {k: [] for k in runs}
-    for _ in range(rounds):
+    for _ in range(rounds):  # turns as in time_round_robin
         for k, (before, run) in runs.items():
             before()
-            t0 = time.perf_counter()
             run()
-            times[k].append(time.perf_counter() - t0)
+            for _ in range(per_turn):
+                t0 = time.perf_counter()
+                run()
+                times[k].append(time.perf_counter() - t0)
+    pin(len(_CORES))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -184,11 +210,14 @@ def main(argv=None):
     ap.add_argument("--topics", nargs="+", type=int, default=[50, 100, 200])
     ap.add_argument("--systems", nargs="+", default=None, help=f"subset of {' '.join(ALL_SYSTEMS)} (default: all)")
     ap.add_argument("--threads", type=int, default=usable_cores(), help="N of the 1-vs-N comparison (default: all usable cores)")
-    ap.add_argument("--rounds", type=int, default=7, help="timed passes per system (round-robin)")
+    ap.add_argument("--rounds", type=int, default=7, help="rounds of the round-robin")
+    ap.add_argument("--per-turn", type=int, default=3, help="timed passes of a system per turn (after one untimed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="seconds-long smoke run on a small synthetic corpus")
+    ap.add_argument("--no-pin", action="store_true", help="do not restrict a k-thread pass to k cores")
     ap.add_argument("--out", default=str(HERE / "results" / "bench_threads.md"))
     args = ap.parse_args(argv)
+    _PIN["on"] = not args.no_pin
     if args.quick:
         args.corpus, args.topics, args.rounds = ["bars"], [10], 2
     names = args.systems or list(ALL_SYSTEMS)
@@ -210,7 +239,10 @@ def main(argv=None):
         f"Command: `{' '.join(shlex.quote(a) for a in ['experiments/bench_threads.py'] + (argv if argv is not None else sys.argv[1:]))}`",
         "",
         f"Machine: {bench_em.machine()}.  Usable cores: {usable_cores()}.  Load average at start: {load()}.",
-        f"Thread counts compared: {', '.join(map(str, counts))}.  Our kernel: "
+        f"Thread counts compared: {', '.join(map(str, counts))}"
+        + (" (a k-thread pass runs with the whole process pinned to k cores)" if _PIN["on"] and _CORES else
+           " (not pinned: a 1-thread pass may use other cores for work outside the kernel)")
+        + ".  Our kernel: "
         + (f"built with `{info.get('flags', '?')}`, default threads {kernels.default_threads()}." if info
            else f"not available ({kernels.load_error()})."),
         "",
@@ -227,9 +259,9 @@ def main(argv=None):
             workdir.mkdir(exist_ok=True)
             systems, missing = make_systems(names, train, T, counts, args.seed, workdir)
             start_load = load()
-            times = time_round_robin(systems, args.rounds)
+            times = time_round_robin(systems, args.rounds, args.per_turn)
             ours = {n: times[f"ours-ffi-{n}"][0] for n in counts if f"ours-ffi-{n}" in times}
-            lines += [f"### T = {T}: seconds per pass (median of {args.rounds} round-robin passes, min in brackets; "
+            lines += [f"### T = {T}: seconds per pass (median of {args.rounds} rounds x {args.per_turn} passes, min in brackets; "
                       f"load at start {start_load})", "",
                       f"| system | threads | s/pass | ours-ffi at equal threads / it |", "|---|---|---|---|"]
             for s in systems:
@@ -243,7 +275,7 @@ def main(argv=None):
             lines.append("")
             tgt = {"corpus": cname, "T": T}
             if ours:
-                es = estep_times(train, T, counts, args.rounds, has_numba and "numba" in names)
+                es = estep_times(train, T, counts, args.rounds, has_numba and "numba" in names, args.per_turn)
                 lines += [f"E-step alone (ms, median): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in es.items()), ""]
                 for n in counts:
                     if f"numba-{n}" in es:

@@ -84,7 +84,7 @@ def parse_args(argv=None):
                    "cores instead of about 35); a coarser grid finds a worse best value, an easier target")
     p.add_argument("--quick", action="store_true", help="tiny synthetic run (seconds): checks the script works")
     p.add_argument("--out", default=None, help="markdown table; the plot goes next to it as .png (default: "
-                   "experiments/results/tune_vs_grid.md, tune_vs_grid_quick.md with --quick)")
+                   "experiments/results/tune_vs_grid.md; tune_vs_grid_small.md with --small, tune_vs_grid_quick.md with --quick)")
     args = p.parse_args(argv)
     if args.small:
         args.grid = SMALL_GRID
@@ -94,7 +94,8 @@ def parse_args(argv=None):
         if "--objectives" not in (argv or sys.argv[1:]):
             args.objectives = ["perplexity+coherence"]
     if args.out is None:
-        args.out = str(HERE / "results" / ("tune_vs_grid_quick.md" if args.quick else "tune_vs_grid.md"))
+        name = "tune_vs_grid_quick.md" if args.quick else "tune_vs_grid_small.md" if args.small else "tune_vs_grid.md"
+        args.out = str(HERE / "results" / name)
     if args.random is None:
         args.random = args.grid ** 3
     return args

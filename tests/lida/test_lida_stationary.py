@@ -197,3 +197,34 @@ def test_kernel_and_xla_sweeps_agree(small):
         assert np.mean(np.asarray(a[0]) == np.asarray(b[0])) > 0.95
         for x, y in zip(a[1:], b[1:]):  # counts follow the assignments in both
             assert x.shape == y.shape and int(x.sum()) == int(y.sum())
+
+
+def test_kernel_threads_shared_and_bits_independent_of_threads(small):
+    """The LIDA sweep runs on the one thread pool of the compiled module (one setting for it and
+    the E-step), and its draws do not depend on the number of threads: 1, 2 and 3 threads give
+    the same bits."""
+    if not kernel.available():
+        pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
+    from topicjax.core import kernels as core_kernels
+
+    corpus, _ = small
+    tokens = L.make_tokens(corpus, block_tokens=60)
+    cfg = L.Config(variant="lida", n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                   n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
+    st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+    kernel.use_kernel(cfg)
+    sweep = jax.jit(lambda key, st: kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar))
+    old = kernel.get_threads()
+    try:
+        outs = []
+        for n in (1, 2, 3):
+            kernel.set_threads(n)
+            assert core_kernels.get_threads() == n  # one setting for every kernel
+            outs.append([np.asarray(a) for a in sweep(jax.random.key(3), st)])
+        core_kernels.set_threads(2)
+        assert kernel.get_threads() == 2
+    finally:
+        kernel.set_threads(old)
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            np.testing.assert_array_equal(a, b)

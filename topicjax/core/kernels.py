@@ -25,7 +25,8 @@ Selecting the kernel (decided when a function is traced):
   compiled before are traced again with the new choice.
 
 Threads: all cores this process may run on (``os.sched_getaffinity``) unless ``TOPICJAX_THREADS``
-says otherwise; :func:`set_threads` changes it at any time without recompiling.  The threads are a
+says otherwise; :func:`set_threads` changes it at any time without recompiling.  One pool and one
+thread count serve every kernel of the module (E-step, PTM, the LIDA sweep).  The threads are a
 persistent pool that sleeps between calls.  Results for a given thread count are the same bits
 run after run; different thread counts sum ∂L/∂Φ in a different order and agree to round-off.
 
@@ -71,6 +72,7 @@ __all__ = [
     "set_backend",
     "backend",
     "use_ffi",
+    "register",
     "get_threads",
     "set_threads",
     "default_threads",
@@ -205,6 +207,13 @@ def use_ffi(dtype, theta_dtype=None) -> bool:
                               "(`pip install -e .`), or set TOPICJAX_ESTEP=xla to silence this warning.")
         return False
     return _register()
+
+
+def register() -> bool:
+    """Hand every kernel of the compiled module (E-step, PTM, LIDA sweep) to JAX, once; False when
+    the module is unavailable.  :func:`use_ffi` does this for the E-step and PTM kernels; a family
+    with a backend setting of its own (:mod:`topicjax.lida.kernel`) calls it directly."""
+    return _lib is not None and _register()
 
 
 def _register() -> bool:

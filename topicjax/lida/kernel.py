@@ -21,8 +21,9 @@ Selecting it (decided when the sweep is traced):
 * in Python, :func:`set_backend` (the choice is a static argument of the compiled sweep, so
   switching back and forth reuses both programs).
 
-Threads: :func:`set_threads` (default: ``topicjax.core.kernels.default_threads()``, i.e. the cores
-this process may run on or ``TOPICJAX_THREADS``).
+The kernel is part of the compiled module of :mod:`topicjax.core.kernels` (built by ``pip install``)
+and shares its thread pool: :func:`set_threads` here and ``topicjax.core.kernels.set_threads`` set
+the same number (default: the cores this process may run on, or ``TOPICJAX_THREADS``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core import kernels as core_kernels
+
 from .parallel import denominator
 from .state import Config, State, Tokens
 
@@ -41,24 +44,17 @@ __all__ = ["BACKENDS", "available", "load_error", "get_backend", "set_backend", 
 
 BACKENDS = ("auto", "xla", "ffi")
 
-try:
-    from topicjax.lida import _lida_ffi as _lib
-
-    _LOAD_ERROR: Exception | None = None
-except ImportError as e:  # not built (no compiler at install time)
-    _lib = None
-    _LOAD_ERROR = ImportError(f"the LIDA kernel was not built ({e}); reinstall with a C++17 compiler")
-
-_STATE = {"backend": None, "registered": False, "threads_set": False}
+_STATE = {"backend": None}
 
 
 def available() -> bool:
-    """Whether the compiled kernel was built and loads."""
-    return _lib is not None
+    """Whether the compiled kernels were built and load."""
+    return core_kernels.available()
 
 
 def load_error() -> Exception | None:
-    return _LOAD_ERROR
+    """Why the compiled kernels are unavailable (the ImportError), or None."""
+    return core_kernels.load_error()
 
 
 def get_backend() -> str:
@@ -86,43 +82,23 @@ def use_kernel(cfg: Config) -> bool:
         return False
     fits = jax.default_backend() == "cpu" and cfg.mh_steps == 0
     if choice == "ffi":
-        if _lib is None:
-            raise RuntimeError(f"TOPICJAX_LIDA=ffi but {_LOAD_ERROR}")
+        if not available():
+            raise RuntimeError(f"TOPICJAX_LIDA=ffi but {load_error()}")
         if not fits:
             raise ValueError("the LIDA kernel runs the dense draw (mh_steps=0) on CPU only")
-        return _register()
-    return fits and _lib is not None and _register()
-
-
-def _register() -> bool:
-    if not _STATE["registered"]:
-        for name, capsule in _lib.handlers().items():
-            jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-        _STATE["registered"] = True
-    if not _STATE["threads_set"]:
-        from topicjax.core.kernels import default_threads
-
-        _lib.set_threads(default_threads())
-        _STATE["threads_set"] = True
-    return True
+        return core_kernels.register()
+    return fits and core_kernels.register()
 
 
 def get_threads() -> int:
-    return 1 if _lib is None else int(_lib.get_threads())
+    """Threads of the compiled kernels (the LIDA sweep's and the E-step's: one pool)."""
+    return core_kernels.get_threads()
 
 
 def set_threads(n: int | None = None) -> int:
-    """Threads of the kernel (``None``: the default); returns the previous number."""
-    from topicjax.core.kernels import default_threads
-
-    old = get_threads()
-    n = default_threads() if n is None else n
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"the number of threads must be a positive integer, got {n!r}")
-    if _lib is not None:
-        _lib.set_threads(int(n))
-        _STATE["threads_set"] = True
-    return old
+    """Threads of the compiled kernels (``None``: the default); returns the previous number.  The
+    same setting as ``topicjax.core.kernels.set_threads``."""
+    return core_kernels.set_threads(n)
 
 
 def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar):
