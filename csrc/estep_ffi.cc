@@ -147,27 +147,21 @@ ffi::Error EStepModels(ffi::AnyBuffer phi, ffi::AnyBuffer theta, ffi::Buffer<ffi
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStep, EStepOne,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .RemainingRets()
-                                  .Attr<int32_t>("need_phi")
-                                  .Attr<int32_t>("need_theta"));
+// Both handlers take the same arguments (one model, or G models along a leading axis).
+static auto EStepBinding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::Buffer<ffi::S32>>()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::Buffer<ffi::S32>>()
+      .RemainingRets()
+      .Attr<int32_t>("need_phi")
+      .Attr<int32_t>("need_theta");
+}
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStepModels, EStepModels,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .RemainingRets()
-                                  .Attr<int32_t>("need_phi")
-                                  .Attr<int32_t>("need_theta"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStep, EStepOne, EStepBinding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStepModels, EStepModels, EStepBinding());
 
 // The PTM kernels' handlers (csrc/ptm_ffi.cc), handed to JAX by the same module.
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmEStep);

@@ -384,7 +384,8 @@ def main(argv=None):
     lines = ["# Time to tomotopy's hold-out perplexity (speed and scale target: <= 0.25x tomotopy's time)", "",
              f"Command: `{command}`", "",
              f"Machine: {lscpu()}.  {machine()}.", "",
-             f"Load average at start: {_load()} (2 cores shared with other jobs: timings are noisy).  "
+             f"Load average at start: {_load()} ("
+             + ("quiet: below 1" if os.getloadavg()[0] < 1 else "a loaded machine: timings are noisy") + ").  "
              f"tomotopy workers = {args.threads}; XLA uses its own CPU thread pool over all cores.", ""]
     results = []
     for cname in args.corpus:
