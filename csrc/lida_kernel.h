@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "split.h"
 #include "thread_pool.h"
 
 namespace topicjax {
@@ -151,26 +152,20 @@ inline void LidaSweep(const LidaProblem& p, ThreadPool& pool, std::vector<LidaSc
   const int nt = pool.size();
   scratch.resize(nt);
   for (auto& s : scratch) s.pos_of.assign(p.K, 0);
-  std::vector<int64_t> members;
-  std::vector<int64_t> cut(nt + 1);
+  std::vector<int64_t> members, weight;
   for (int64_t b = 0; b < p.nb; ++b) {
     members.clear();
-    int64_t tokens = 0;
+    weight.clear();
     for (int64_t c = 0; c < p.C; ++c) {
       const int64_t d = p.blocks[b * p.C + c];
       if (d >= 0 && d < p.D) {
         members.push_back(d);
-        tokens += p.doc_start[d + 1] - p.doc_start[d];
+        weight.push_back(p.doc_start[d + 1] - p.doc_start[d]);
       }
     }
-    // thread i takes the documents whose token prefix falls in its share
-    int64_t acc = 0, i = 0;
-    cut[0] = 0;
-    for (int64_t m = 0; m < (int64_t)members.size(); ++m) {
-      while (i + 1 < nt && acc >= tokens * (i + 1) / nt) cut[++i] = m;
-      acc += p.doc_start[members[m] + 1] - p.doc_start[members[m]];
-    }
-    while (i < nt) cut[++i] = (int64_t)members.size();
+    // contiguous shares of about equal tokens; the draws do not depend on where the cuts fall
+    const int64_t n = (int64_t)members.size();
+    const std::vector<int64_t> cut = SplitByWeight(weight, nullptr, n, n, nt).row_cut;
     pool.run([&](int th) {
       LidaScratch& s = scratch[th];
       s.changes.clear();

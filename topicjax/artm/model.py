@@ -656,9 +656,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
     def _check_loaded(self, path, arrays, meta):
         """Cross-checks of a loaded model's fields (beyond the per-field checks of the base)."""
         sizes = self._load_sizes
-        for a, b in (("theta_", "doc_alive_"), ("doc_alive_", "theta_")):
-            if a in arrays and b not in arrays:  # both or neither (an online fit keeps no Θ)
-                raise SavedModelError(f"{path}: arrays.npz has no array {b!r}")
+        missing = {"theta_", "doc_alive_"} - set(arrays)
+        if len(missing) == 1:  # both or neither (an online fit keeps no Θ)
+            raise SavedModelError(f"{path}: arrays.npz has no array {missing.pop()!r}")
         W, T, C = sizes["W"], sizes["T"], sizes.get("C", 0)
         if len(self.topic_names_) != T:
             raise SavedModelError(f"{path}: meta.json field 'topic_names_' has {len(self.topic_names_)} names for "

@@ -1,4 +1,5 @@
-"""Validators of the LIDA estimator's own parameters and of the memory a fit would need (:mod:`topicjax.core.validation` shape:
+"""Validators of the LIDA estimator's own parameters and of the memory a fit would need
+(:mod:`topicjax.core.validation` shape:
 ``check(value, name) -> value`` or ``ValueError("<name> must be ..., got <value>")``).
 
 >>> discount(0.5, "sigma")
@@ -52,9 +53,9 @@ def gamma_prior(value, name):
         raise ValueError(f"{name} must be {what}, got {value!r}") from None
 
 
-#: bytes a LIDA fit may plan to hold (:func:`check_memory`); ``TOPICJAX_LIDA_MEMORY`` (bytes) sets
-#: it, default three quarters of the machine's physical memory
 def memory_limit() -> int:
+    """Bytes a LIDA fit may plan to hold (:func:`check_memory`): ``TOPICJAX_LIDA_MEMORY`` (bytes),
+    by default three quarters of the machine's physical memory."""
     env = os.environ.get("TOPICJAX_LIDA_MEMORY")
     if env:
         try:
