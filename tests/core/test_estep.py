@@ -292,3 +292,27 @@ def test_vmapped_kernel_batch_of_one(case):
     for a, b in zip(out, single):
         np.testing.assert_array_equal(np.asarray(a[0]), np.asarray(b))
     _check([o[0] for o in out], phi, theta, ref)
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_second_derivatives_finite_for_a_document_without_topics(case, kernel):
+    """A document whose θ column is all zeros (emptied by sparsing) has p = 0 for all its words:
+    its terms are clamped at EPS, where the derivative of n / p is n / EPS² = inf in float32.
+    Second derivatives (what hypergradients differentiate) must stay finite, and equal those of
+    the corpus without that document, which contributes nothing to Φ's counts."""
+    from topicjax.tune.backend import differentiable
+
+    corpus, phi, theta, _ = case
+    theta = np.array(theta)
+    theta[:, 3] = 0.0
+    keep = np.flatnonzero(np.arange(corpus.n_docs) != 3)
+
+    def hvp(c, t):
+        data = differentiable(KERNELS[kernel](c))
+        t = jnp.asarray(t, jnp.float32)
+        return jax.jit(jax.grad(lambda p: jnp.sum(jax.grad(estep.log_likelihood)(p, t, data) ** 2)))(
+            jnp.asarray(phi, jnp.float32))
+
+    got = np.asarray(hvp(corpus, theta))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, np.asarray(hvp(corpus.subset(keep), theta[:, keep])), rtol=1e-5, atol=1e-3)

@@ -14,7 +14,9 @@ import topicjax as tj
 from topicjax import regularizers as R
 from topicjax.core import estep, layout
 from topicjax.regularizers.schedules import Linear
-from topicjax.tune import Problem, fit, implicit, targets_from, tune, unrolled
+from topicjax.tune import Problem, fit, forward, implicit, targets_from, tune, unrolled
+from topicjax.tune.hypergrad import forward_many
+from topicjax.tune.objectives import as_objective
 from topicjax.tune import objectives as O
 from topicjax.tune.backend import differentiable
 from topicjax.tune.problem import initial_values
@@ -85,6 +87,23 @@ def test_float32_hypergradient_finite_where_sparsing_zeroes(bars_split, objectiv
     assert np.all(np.isfinite(np.asarray(g_imp))) and np.isfinite(float(info["adjoint_residual"]))
 
 
+def test_float32_hypergradient_finite_where_sparsing_empties_documents():
+    """Strong sparsing of short documents empties whole θ columns: every word of such a document
+    has p = 0, clamped at EPS, where the derivative of n / p overflows in float32 (n / EPS²).
+    The hypergradient must stay finite (before the E-step guarded it, it was NaN here)."""
+    corpus, _ = tj.datasets.make_bars(n_docs=100, doc_length=4, seed=0)
+    train, valid = corpus.train_test_split(20, seed=0)
+    m = tj.ARTM(8, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.5)], max_iter=10, progress=False,
+                scores=())
+    problem = Problem.from_model(m, train)
+    targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 10.0)})
+    objective = O.heldout_perplexity(*valid.completion_split(seed=0))
+    value, _, grad, state = unrolled(problem, objective, targets, jnp.log(jnp.asarray([0.01, 0.7], jnp.float32)))
+    emptied = int((np.asarray(state.theta).sum(0) <= 0).sum())
+    assert 0 < emptied < train.n_docs
+    assert np.isfinite(float(value)) and np.all(np.isfinite(np.asarray(grad)))
+
+
 def test_tune_lowers_objective_and_refits_best(bars_split, objective):
     """Gradient steps lower the validation objective; the history has the documented fields;
     coefficients stay in the box; the returned model is an ordinary fit with the best
@@ -108,6 +127,53 @@ def test_tune_lowers_objective_and_refits_best(bars_split, objective):
         [result.coefs[k] for k in BOX])
     value, _ = objective(jnp.asarray(fitted.phi_), jnp.asarray(fitted.theta_))
     assert float(value) == pytest.approx(result.best_value, rel=1e-5)
+
+
+def test_forward_many_equals_a_loop_of_fits(bars_split, objective):
+    """The probe's batched fits (the engine's batched E-step) give the objective of each fit
+    run alone through the differentiable path, and flag a collapsed fit."""
+    train, _, _ = bars_split
+    problem = Problem.from_model(model(), train)
+    targets = targets_from(problem.reg, BOX)
+    us = np.log([[0.01, 0.2, 1.0], [0.5, 0.01, 100.0], [0.001, 1.0, 0.1]])
+    values, ok = forward_many(problem, objective, targets, us)
+    assert np.all(np.asarray(ok))
+    for u, v in zip(us, np.asarray(values)):
+        assert float(v) == pytest.approx(float(forward(problem, objective, targets, u)[0]), rel=1e-5)
+    # every document emptied by sparsing short documents: a collapsed fit, flagged
+    corpus, _ = tj.datasets.make_bars(n_docs=40, doc_length=4, seed=0)
+    short = tj.ARTM(8, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.5)], max_iter=10, progress=False,
+                    scores=())
+    problem = Problem.from_model(short, corpus)
+    targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 10.0)})
+    _, ok = forward_many(problem, as_objective(lambda p, t: jnp.sum(p)), targets, np.log([[0.01, 0.3], [0.01, 3.0]]))
+    assert np.asarray(ok).tolist() == [True, False]
+
+
+def test_probe_moves_a_stalled_tuner_to_a_better_point(bars_split, objective):
+    """With no gradient progress (learning rate 0) the tuner stalls; after ``patience`` steps
+    it fits ``probe`` values of each coefficient over its bounds around the best point and
+    continues from the best of them when it beats the best so far."""
+    train, _, _ = bars_split
+    init = {"smooth_phi": 1.0, "sparse_theta.last": 1e-3, "decorrelate": 1e-1}  # a corner of the box
+    result = tune(model(), train, objective, BOX, optimizer=optax.sgd(0.0), n_steps=4, init=init, progress=False,
+                  refit=False, probe=5, patience=2)
+    h = result.history
+    probes = [r for r in h if "probe_fits" in r]
+    assert [r["step"] for r in probes] == [2] and probes[0]["probe_fits"] == 15
+    assert all(r["coef/smooth_phi"] == pytest.approx(1.0) for r in h[:3])
+    assert probes[0]["probe_best"] < h[0]["objective"] == h[2]["objective"]
+    # the next step starts from the probe's best point: one coefficient moved to a probed value
+    moved = {k: h[3][f"coef/{k}"] for k in BOX}
+    grid = {k: np.geomspace(*BOX[k], 5) for k in BOX}
+    changed = [k for k in BOX if moved[k] != pytest.approx(init[k], rel=1e-5)]
+    assert len(changed) == 1 and np.min(np.abs(grid[changed[0]] / moved[changed[0]] - 1)) < 1e-5
+    assert h[3]["objective"] == pytest.approx(probes[0]["probe_best"], rel=1e-5)
+    assert result.best_value == pytest.approx(probes[0]["probe_best"]) and result.best_value == h[-1]["best"]
+    with pytest.raises(ValueError, match="probe must be 0"):
+        tune(model(), train, objective, BOX, probe=1, progress=False)
+    with pytest.raises(ValueError, match="probe needs finite bounds"):
+        tune(model(), train, objective, ["smooth_phi"], probe=4, progress=False)
 
 
 def test_tune_implicit_and_callback_stop(bars_split, objective):

@@ -55,6 +55,21 @@ CPU_BLOCK_ELEMENTS = 409_600
 ACCEL_BLOCK_ELEMENTS = 1 << 26
 
 
+def _log_and_ratio(n, q):
+    """``(n log p, n / p)`` with ``p = max(q, EPS)``, whose derivatives are finite at the clamp.
+
+    The values are those of the plain expressions.  Their derivatives are not: where ``q <=
+    EPS`` (a document whose θ is all zeros, after sparsing) the derivative of ``n / p`` is
+    ``-n / p² · dp`` with ``1 / EPS² = 1e60`` -- ``inf`` in float32 -- times ``dp = 0``: NaN.
+    Derivatives of the counts (second order, :mod:`topicjax.tune`) would then turn every
+    hypergradient into NaN.  Here the clamped entries' ``n / EPS`` is a constant (its derivative
+    an exact zero), and the other branch divides by ``q`` only where ``q > EPS``.
+    """
+    live = q > EPS
+    p = jnp.where(live, q, jnp.asarray(EPS, q.dtype))
+    return n * jnp.log(p), jnp.where(live, n / jnp.where(live, q, 1), n / jnp.asarray(EPS, q.dtype))
+
+
 def expected_counts(
     phi: Float[Array, "W T"],
     theta: Float[Array, "T D"],
@@ -231,9 +246,8 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
         d, w, n = blk
         rows = phi[w]  # (k, L, T)
         th = theta_t[d] if theta_rows else theta[:, d].T  # (k, T)
-        p = jnp.maximum(jnp.einsum("klt,kt->kl", rows, th, precision=hi), EPS)
-        ll, comp = kahan_add(ll, comp, jnp.sum(n * jnp.log(p)))
-        r = n / p
+        nlogp, r = _log_and_ratio(n, jnp.einsum("klt,kt->kl", rows, th, precision=hi))
+        ll, comp = kahan_add(ll, comp, jnp.sum(nlogp))
         if need_theta:
             if theta_rows:
                 g_d = jnp.einsum("kl,klt->kt", r, rows, precision=hi)
@@ -286,9 +300,8 @@ def sliced_counts_models(phi, theta, count, data, need_phi, need_theta):
         d, w, n = blk
         rows = phi[w]  # (k, L, G, T)
         th = theta[d]  # (k, G, T)
-        p = jnp.maximum(jnp.einsum("klgt,kgt->klg", rows, th, precision=hi), EPS)
-        ll, comp = kahan_add(ll, comp, jnp.sum(n * jnp.log(p), axis=(0, 1)))
-        r = n / p  # (k, L, G)
+        nlogp, r = _log_and_ratio(n, jnp.einsum("klgt,kgt->klg", rows, th, precision=hi))  # (k, L, G)
+        ll, comp = kahan_add(ll, comp, jnp.sum(nlogp, axis=(0, 1)))
         if need_theta:
             g_theta = g_theta.at[d].add(jnp.einsum("klg,klgt->kgt", r, rows, precision=hi), indices_are_sorted=True)
         if need_phi:
@@ -326,9 +339,8 @@ def flat_counts(phi, theta, data, need_phi, need_theta):
         d, w, n = chunk
         rows = phi[w]  # (B, T)
         cols = theta_t[d]  # (B, T)
-        p = jnp.maximum(jnp.sum(rows * cols, axis=-1), EPS)
-        ll, comp = kahan_add(ll, comp, jnp.sum(n * jnp.log(p)))
-        r = n / p
+        nlogp, r = _log_and_ratio(n, jnp.sum(rows * cols, axis=-1))
+        ll, comp = kahan_add(ll, comp, jnp.sum(nlogp))
         if need_phi:
             g_phi = g_phi.at[w].add(r[:, None] * cols)
         if need_theta:

@@ -12,7 +12,7 @@ coefficients, and a tuner that follows them (issue 14).
 
 from topicjax.tune import objectives
 from topicjax.tune.backend import DifferentiableCounts, differentiable
-from topicjax.tune.hypergrad import forward, implicit, unrolled
+from topicjax.tune.hypergrad import forward, forward_many, implicit, unrolled
 from topicjax.tune.objectives import (
            Objective,
            classification,
@@ -22,6 +22,7 @@ from topicjax.tune.objectives import (
 from topicjax.tune.problem import Problem, Target, fit, set_coefs, targets_from
 from topicjax.tune.tuner import TuneResult, default_optimizer, tune, with_values
 
-__all__ = ["objectives", "DifferentiableCounts", "differentiable", "forward", "implicit", "unrolled", "Objective",
-           "classification", "coherence", "heldout_perplexity", "Problem", "Target", "fit", "set_coefs",
-           "targets_from", "TuneResult", "default_optimizer", "tune", "with_values"]
+__all__ = ["objectives", "DifferentiableCounts", "differentiable", "forward", "forward_many", "implicit",
+           "unrolled", "Objective", "classification", "coherence", "heldout_perplexity", "Problem",
+           "Target", "fit", "set_coefs", "targets_from", "TuneResult", "default_optimizer", "tune",
+           "with_values"]

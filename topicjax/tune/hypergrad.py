@@ -25,10 +25,13 @@ and ``f(x_K)`` for the objective (:mod:`topicjax.tune.objectives`).  Two ways to
 
 The positive part and clamp (:mod:`topicjax.core.mstep`): ``max(a, 0)`` has derivative 1 where
 ``a > 0`` and 0 elsewhere, so an entry that a sparsing coefficient zeroes has derivative zero
-and the hypergradient stays finite (the derivative of a fit whose entry sits exactly at the kink
-is the one-sided derivative from the zeroed side); a column with no positive entry is zeros,
-with zero derivative.  The E-step is the pure-JAX kernel whatever ``TOPICJAX_ESTEP`` selects
-(:mod:`topicjax.tune.backend`).
+and the hypergradient stays finite (the derivative of a fit whose entry sits exactly at the
+kink is the one-sided derivative from the zeroed side); a column with no positive entry is
+zeros, with zero derivative. A document that sparsing empties (its θ column all zeros) has p =
+0 for all its words; the E-step clamps p at ``EPS`` and gives those terms exactly zero
+derivative (:func:`topicjax.core.estep.sliced_counts`), so it adds nothing to the hypergradient
+instead of the NaN of ``n / EPS²`` overflowing in float32. The E-step is the pure-JAX kernel
+whatever ``TOPICJAX_ESTEP`` selects (:mod:`topicjax.tune.backend`).
 
 >>> import jax.numpy as jnp, topicjax as tj
 >>> from topicjax import regularizers as R
@@ -46,14 +49,17 @@ with zero derivative.  The E-step is the pure-JAX kernel whatever ``TOPICJAX_EST
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from topicjax.core import em
+from topicjax.core.layout import DocWordCounts
+from topicjax.tune.backend import DifferentiableCounts
 from topicjax.tune.objectives import Objective
 from topicjax.tune.problem import Problem, fit, set_coefs
 
-__all__ = ["unrolled", "implicit", "forward", "fit_state", "fixed_point_map", "SOLVERS"]
+__all__ = ["unrolled", "implicit", "forward", "forward_many", "fit_state", "fixed_point_map", "SOLVERS"]
 
 SOLVERS = ("gmres", "neumann")
 
@@ -96,6 +102,30 @@ _forward_jit = jax.jit(_forward_impl, static_argnames=("targets",))
 def forward(problem: Problem, objective: Objective, targets, u):
     """``(value, parts, final state)``: the fit and its objective, without derivatives."""
     return _forward_jit(problem, objective, _keys(targets), jnp.asarray(u, problem.state.phi.dtype))
+
+
+def _forward_many_impl(problem, objective, targets, us):
+    def one(u):
+        value, _, state = _forward_impl(problem, objective, targets, u)
+        finite, present = em.health(state, problem.cfg.update_phi)
+        return value, finite & present & jnp.isfinite(value)
+
+    return jax.vmap(one)(us)
+
+
+_forward_many_jit = jax.jit(_forward_many_impl, static_argnames=("targets",))
+
+
+def forward_many(problem: Problem, objective: Objective, targets, us):
+    """``(values, ok)`` of the fits at the rows of ``us`` (P, n targets), in one compiled call
+    without derivatives: the fits run side by side as one batch of models through the engine's
+    E-step (the batched kernel of :func:`topicjax.core.estep.expected_counts`, as
+    ``ARTM.fit_many``), not the differentiable one.  ``ok[i]`` is False where fit ``i``
+    collapsed (every topic or document removed, ARTM Notes 1-2) or is not finite: its value
+    means nothing."""
+    engine = problem.data if not isinstance(problem.data, DifferentiableCounts) else DocWordCounts(*problem.data)
+    problem = eqx.tree_at(lambda p: p.data, problem, engine)
+    return _forward_many_jit(problem, objective, _keys(targets), jnp.asarray(us, problem.state.phi.dtype))
 
 
 def fixed_point_map(problem: Problem, targets, state):

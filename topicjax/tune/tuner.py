@@ -7,7 +7,10 @@ objective and its hypergradient with respect to ``u = log(coefficient)``
 (:mod:`topicjax.tune.hypergrad`: one compiled call, ``"unrolled"`` or ``"implicit"``), then takes
 one optimizer step on ``u`` and projects it onto the bounds (projected gradient descent in
 log space: a coefficient moves by factors, as a grid of powers of ten does).  Coefficients are
-traced leaves of the regularizer, so nothing recompiles between steps.
+traced leaves of the regularizer, so nothing recompiles between steps.  Gradient steps find a
+local optimum; with ``probe`` the tuner also looks along each coefficient over its whole bounds
+whenever its steps stall (a batch of cheap forward fits) and moves to another basin when one
+is better.
 
 It returns a :class:`TuneResult`: the best coefficients seen, the estimator fitted with them
 (an ordinary ``fit``, so it carries the usual history, scores and ``transform``), and the history
@@ -53,8 +56,10 @@ class TuneResult(NamedTuple):
     ``coefs``: ``{target name: value}`` at the best step; ``model``: the estimator fitted with
     them (``None`` with ``refit=False``); ``history``: one dict per step (``step``,
     ``objective``, ``<part>`` for each part of the objective, ``coef/<name>``, ``grad/<name>``
-    (d objective / d log coefficient), ``seconds``, and for ``"implicit"`` the
-    ``fixed_point_residual``); ``best_step``, ``best_value``."""
+    (d objective / d log coefficient), ``best`` (the best value so far, probes included),
+    ``seconds`` (the probe's fits included), after a probe ``probe_fits`` and ``probe_best``,
+    and for ``"implicit"`` the ``fixed_point_residual``); ``best_step`` (the step whose fit, or
+    after which the probe's fit, was best), ``best_value``."""
 
     coefs: dict
     model: object
@@ -87,7 +92,8 @@ def _project(u, lo, hi):
 
 def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 30, method: str = "unrolled",
          init: dict | None = None, dtype=None, progress: bool = True, callback: Callable | None = None,
-         implicit_options: dict | None = None, refit: bool = True) -> TuneResult:
+         implicit_options: dict | None = None, refit: bool = True, probe: int = 0, patience: int = 2,
+         probe_tol: float = 1e-5) -> TuneResult:
     """Tune coefficients of ``model``'s regularizers on ``objective`` (see the module docstring).
 
     ``model``: an :class:`~topicjax.artm.ARTM` estimator (its ``max_iter`` iterations -- exactly
@@ -102,6 +108,17 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
     (default: the model's own coefficients, clipped into the bounds); ``dtype``: of the fit
     (default float32); ``callback(record) -> bool``: called after every step with its history
     record, True stops; ``refit``: fit the estimator with the best coefficients at the end.
+
+    ``probe``: when the best value has improved by less than ``probe_tol`` times its size over the
+    last ``patience`` steps (the steps have stalled or creep), fit ``probe``
+    values of each tuned coefficient spread over its whole bounds (log-spaced), the others held
+    at the best point, in one compiled call (:func:`~topicjax.tune.hypergrad.forward_many`, the
+    engine's batched E-step: a fit costs a fraction of a hypergradient); if one of those fits is
+    better than the best so far the tuner continues from it.  Gradient steps find the nearest
+    local optimum; a validation objective can have several along one coefficient (the
+    decorrelation of experiments/tune_vs_grid.py on 20 Newsgroups: a ridge between two basins
+    with the best one at the upper bound), and the probe is how the tuner crosses to another
+    basin.  0 (the default) never probes; probing needs finite bounds.
     """
     import optax
     from tqdm.auto import tqdm
@@ -110,6 +127,9 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if int(n_steps) < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
+    if int(probe) < 0 or int(probe) == 1 or int(patience) < 1 or not float(probe_tol) >= 0:
+        raise ValueError(f"probe must be 0 (none) or at least 2 values per coefficient, patience a positive integer "
+                         f"and probe_tol >= 0, got probe={probe!r}, patience={patience!r}, probe_tol={probe_tol!r}")
     objective = as_objective(objective)
     if not hasattr(model, "regularizer"):
         raise TypeError(f"tune needs an ARTM-family estimator, got {type(model).__name__}")
@@ -133,6 +153,9 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
                 if t.log and v <= 0:
                     raise ValueError(f"init[{t.name!r}] = {v} must be > 0 (tuned on a log scale)")
                 u0[k] = np.log(v) if t.log else v
+    if probe and not bool(jnp.all(jnp.isfinite(lo) & jnp.isfinite(hi))):
+        raise ValueError(f"probe needs finite bounds for every tuned coefficient; bounds: "
+                         f"{ {t.name: (t.lower, t.upper) for t in targets} }")
     u = _project(jnp.asarray(u0, problem.state.phi.dtype), lo, hi)
     if optimizer is None:
         optimizer = default_optimizer(int(n_steps))
@@ -141,6 +164,7 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
 
     history: list[dict] = []
     best_u, best_value, best_step = u, np.inf, -1
+    bests, last_probe = [], -1  # best value after each step; the step of the last probe
     bar = tqdm(total=int(n_steps), desc="tune", disable=not progress, leave=False)
     try:
         for step in range(int(n_steps)):
@@ -162,11 +186,25 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
                                      reason="nonfinite")
             if value < best_value:
                 best_u, best_value, best_step = u, value, step
+            bests.append(best_value)
+            probed = {}
             if step < int(n_steps) - 1:
                 updates, opt_state = optimizer.update(jnp.asarray(grad, u.dtype), opt_state, u)
                 u = _project(optax.apply_updates(u, updates), lo, hi)
+                if probe and step - last_probe > int(patience) and (
+                        bests[-1 - int(patience)] - best_value <= float(probe_tol) * abs(best_value)):
+                    points = _probe_points(best_u, lo, hi, int(probe))
+                    vals, ok = hypergrad.forward_many(problem, objective, targets, points)
+                    vals = np.where(np.asarray(ok), np.asarray(vals, np.float64), np.inf)
+                    k = int(np.argmin(vals))
+                    probed = {"probe_fits": len(points), "probe_best": float(vals[k])}
+                    if vals[k] < best_value:  # another basin: continue from there
+                        u = points[k]
+                        best_u, best_value, best_step = u, float(vals[k]), step
+                    last_probe = step
                 u.block_until_ready()
-            rec = {"step": step, "objective": value, **{k: float(v) for k, v in parts.items()},
+            rec = {"step": step, "objective": value, "best": best_value, **probed,
+                   **{k: float(v) for k, v in parts.items()},
                    **{f"coef/{k}": v for k, v in values.items()},
                    **{f"grad/{t.name}": float(g) for t, g in zip(targets, grad)},
                    **{k: float(v) for k, v in info.items()},
@@ -187,6 +225,15 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
         fitted.set_params(regularizers=with_values(model.regularizer(), targets, best))
         fitted.fit(X, y)
     return TuneResult(best, fitted, history, best_step, best_value)
+
+
+def _probe_points(u, lo, hi, n: int):
+    """``n`` evenly spaced values of each coordinate over ``[lo, hi]`` with the others at ``u``:
+    (number of coordinates x n, number of coordinates)."""
+    axes = jnp.linspace(lo, hi, n)  # (n, k)
+    k = u.shape[0]
+    points = jnp.broadcast_to(u, (k, n, k))
+    return points.at[jnp.arange(k), :, jnp.arange(k)].set(axes.T).reshape(k * n, k)
 
 
 def _values(targets, u) -> dict:
