@@ -162,23 +162,20 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
         theta = theta_passes(state.phi, theta, data, penalty, keep, cfg.doc_passes - 1,
                              (lambda th: _mask_theta(th, alive_t, alive_d)) if masking else None)
     loglik = estep.log_likelihood if cfg.update_phi else estep.log_likelihood_theta
-    ll, r, phi, theta, finite = mstep.m_step(lambda p, t: loglik(p, t, data), state.phi, theta, penalty,
-                                             update_phi=cfg.update_phi, segments=aux.segments,
-                                             n_segments=cfg.n_segments, keep=keep)
-    T = phi.shape[1]
-    if cfg.update_phi:
-        if cfg.n_segments > 1:
-            s = jax.ops.segment_sum(phi, aux.segments, num_segments=cfg.n_segments)
-            dead_t = jnp.any((s <= 0) & aux.active[:, None], axis=0)
-        else:
-            dead_t = phi.sum(0) <= 0
+    ll, r, phi, theta, finite, empty_phi, empty_theta = mstep.m_step(
+        lambda p, t: loglik(p, t, data), state.phi, theta, penalty, update_phi=cfg.update_phi,
+        segments=aux.segments, n_segments=cfg.n_segments, keep=keep)
+    # Emptied columns as the M-step's normalisation found them, not as sums over the new Φ and Θ:
+    # XLA would compute those from the old Φ and Θ and keep a copy of them (see mstep.m_step).
+    if cfg.update_phi:  # dead when the block of a modality that counts is empty
+        dead_t = jnp.any(empty_phi & aux.active[:, None], axis=0) if cfg.n_segments > 1 else empty_phi[0]
     else:
-        dead_t = jnp.zeros(T, bool)
+        dead_t = jnp.zeros(phi.shape[1], bool)
     # A topic is also out of the model when no remaining document uses it any more (after topic
     # selection, say): its θ row is zero although its φ column is still defined.
     unused = jnp.all((theta <= 0) | (alive_d[None, :] <= 0), axis=1)
     dead_t = (dead_t | unused) & (alive_t > 0)
-    dead_d = (theta.sum(0) <= 0) & (alive_d > 0)
+    dead_d = empty_theta & (alive_d > 0)
     if masking:
         if cfg.remove:
             alive_t = alive_t * (~dead_t).astype(alive_t.dtype)

@@ -124,6 +124,15 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
 
 def reweight_docs(data, weights):
     """``data`` with the counts of document ``d`` multiplied by ``weights[d]`` (a removed
-    document, weight 0, then contributes nothing); works for every layout with ``doc`` and
-    ``count`` fields and ``_replace`` (:class:`DocWordCounts`, the sharded layout)."""
-    return data._replace(count=data.count * weights[data.doc].astype(data.count.dtype))
+    document, weight 0, then contributes nothing); works for every layout with ``doc``,
+    ``count`` and ``piece_doc`` fields and ``_replace`` (:class:`DocWordCounts`, the sharded
+    layout)."""
+    if data.piece_doc is None:
+        return data._replace(count=data.count * weights[data.doc].astype(data.count.dtype))
+    # A piece's slots all belong to its document: the same products from `piece_doc`, so that a
+    # step that removes documents does not hold `doc` (as large as the counts) for this alone
+    # (the sliced kernels never read it).
+    C, B = data.count.shape
+    K = data.piece_doc.shape[1]
+    w = weights[data.piece_doc].astype(data.count.dtype)
+    return data._replace(count=(data.count.reshape(C, K, B // K) * w[:, :, None]).reshape(C, B))
