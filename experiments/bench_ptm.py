@@ -36,17 +36,16 @@ if str(ROOT) not in sys.path:
 
 
 def parse_args(argv=None):
+    # the sweep's own script (it imports topicjax, which this parent process otherwise does not
+    # need: the backends run in child processes with their own TOPICJAX_ESTEP)
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from ptm_order_sweep import add_sweep_arguments
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="ffi,xla", help="comma-separated: ffi, xla")
     p.add_argument("--threads", type=int, default=None, help="kernel threads (default: all cores)")
     p.add_argument("--n-docs", type=int, default=None, help="random sample of the training documents")
-    p.add_argument("--m-max", type=int, default=100)
-    p.add_argument("--m-min", type=int, default=10)
-    p.add_argument("--step", type=int, default=2)
-    p.add_argument("--bic", default="2014", choices=["2014", "2014-exact", "2020"])
-    p.add_argument("--max-iter", type=int, default=100)
-    p.add_argument("--tol", type=float, default=1e-4)
-    p.add_argument("--seed", type=int, default=0)
+    add_sweep_arguments(p)
     p.add_argument("--quick", action="store_true", help="synthetic bars corpus, M 8 -> 6, a few seconds per backend")
     p.add_argument("--out", default=str(ROOT / "experiments" / "results" / "bench_ptm.md"))
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: run one backend, print JSON

@@ -40,12 +40,8 @@ from topicjax import metrics, ptm  # noqa: E402
 from topicjax.data.corpus import Corpus  # noqa: E402
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("corpus", nargs="?", default="20newsgroups", help="'20newsgroups' or a corpus path")
-    p.add_argument("--test", default=None, help="held-out corpus path (default: 20%% of the documents)")
-    p.add_argument("--n-docs", type=int, default=None, help="random sample of training documents")
-    p.add_argument("--n-test", type=int, default=None, help="random sample of test documents")
+def add_sweep_arguments(p):
+    """The sweep's settings (orders, BIC, iterations, seed), shared with experiments/bench_ptm.py."""
     p.add_argument("--m-max", type=int, default=100)
     p.add_argument("--m-min", type=int, default=10)
     p.add_argument("--step", type=int, default=2)
@@ -53,6 +49,15 @@ def parse_args(argv=None):
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("corpus", nargs="?", default="20newsgroups", help="'20newsgroups' or a corpus path")
+    p.add_argument("--test", default=None, help="held-out corpus path (default: 20%% of the documents)")
+    p.add_argument("--n-docs", type=int, default=None, help="random sample of training documents")
+    p.add_argument("--n-test", type=int, default=None, help="random sample of test documents")
+    add_sweep_arguments(p)
     p.add_argument("--plsa-every", type=int, default=1, help="fit PLSA at every k-th order (0: never)")
     p.add_argument("--plsa-iter", type=int, default=100)
     p.add_argument("--quick", action="store_true", help="tiny synthetic corpus, a few seconds")

@@ -309,6 +309,21 @@ def test_experiment_quick(tmp_path, load_experiment):
     assert "| M |" in text and "PLSA" in text and "--quick" in text
 
 
+def test_benchmark_quick(tmp_path, load_experiment):
+    """experiments/bench_ptm.py: both backends' sweeps (each in its own process) reach the same
+    orders with BIC values equal to round-off."""
+    mod = load_experiment("bench_ptm")
+    out = tmp_path / "bench.md"
+    runs = mod.main(["--quick", "--out", str(out)])
+    assert [r["backend"] for r in runs] == ["ffi", "xla"]
+    assert runs[0]["best_order"] == runs[1]["best_order"]
+    ffi, xla = ([(o["M"], o["bic"]) for o in r["orders"]] for r in runs)
+    assert [m for m, _ in ffi] == [m for m, _ in xla] == [8, 6]
+    assert [b for _, b in ffi] == pytest.approx([b for _, b in xla], rel=1e-6)
+    text = out.read_text()
+    assert "--quick" in text and "| ffi |" in text and "| xla |" in text and "rel. diff" in text
+
+
 # ----------------------------------------------------------------------------- restarts
 SEEDS = (0, 1, 2)
 
