@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from topicjax.core import estep
 from topicjax.core.layout import DocWordCounts
 
-__all__ = ["DifferentiableCounts", "differentiable", "ESTEP_BACKEND"]
+__all__ = ["DifferentiableCounts", "differentiable", "engine", "ESTEP_BACKEND"]
 
 #: The E-step kernel hypergradients use, whatever ``TOPICJAX_ESTEP`` selects for ordinary fits.
 ESTEP_BACKEND = "xla"
@@ -55,7 +55,7 @@ class DifferentiableCounts(NamedTuple):
     piece_doc: Any = None
 
     def expected_counts(self, phi, theta, need_phi: bool = True, need_theta: bool = True):
-        data = DocWordCounts(*self)
+        data = engine(self)
         if data.piece_doc is None:
             return estep.flat_counts(phi, theta, data, need_phi, need_theta)
         # the sliced kernel reads `piece_doc`, never `doc` (see estep.expected_counts)
@@ -73,3 +73,10 @@ def differentiable(data) -> DifferentiableCounts:
         raise TypeError(f"hypergradients need the local layout of one device (DocWordCounts), got "
                         f"{type(data).__name__}; fit without a mesh to tune coefficients")
     return DifferentiableCounts(*data)
+
+
+def engine(data) -> DocWordCounts:
+    """The inverse of :func:`differentiable`: ``data`` with the engine's E-step again (the kernel
+    ``TOPICJAX_ESTEP`` selects; under ``vmap`` the side-by-side kernel of ``ARTM.fit_many``), for
+    fits that are not differentiated (:func:`topicjax.tune.hypergrad.forward_many`)."""
+    return DocWordCounts(*data) if isinstance(data, DifferentiableCounts) else data

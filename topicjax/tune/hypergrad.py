@@ -54,8 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from topicjax.core import em
-from topicjax.core.layout import DocWordCounts
-from topicjax.tune.backend import DifferentiableCounts
+from topicjax.tune.backend import engine
 from topicjax.tune.objectives import Objective
 from topicjax.tune.problem import Problem, fit, set_coefs
 
@@ -123,8 +122,7 @@ def forward_many(problem: Problem, objective: Objective, targets, us):
     ``ARTM.fit_many``), not the differentiable one.  ``ok[i]`` is False where fit ``i``
     collapsed (every topic or document removed, ARTM Notes 1-2) or is not finite: its value
     means nothing."""
-    engine = problem.data if not isinstance(problem.data, DifferentiableCounts) else DocWordCounts(*problem.data)
-    problem = eqx.tree_at(lambda p: p.data, problem, engine)
+    problem = eqx.tree_at(lambda p: p.data, problem, engine(problem.data))
     return _forward_many_jit(problem, objective, _keys(targets), jnp.asarray(us, problem.state.phi.dtype))
 
 
