@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "engine.h"
 #include "lida_kernel.h"
@@ -69,24 +70,20 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
   p.alpha = alpha.typed_data()[0];
   p.beta = beta.typed_data()[0];
   p.seed = seed.typed_data()[0];
-  // bad ids would write outside the arrays: check them once (O(N))
-  for (int64_t t = 0; t < p.N; ++t) {
-    if (p.word[t] < 0 || p.word[t] >= p.V) return Invalid("word id outside [0, V) at token " + std::to_string(t));
-    if (p.z[t] < 0 || p.z[t] >= p.K) return Invalid("topic outside [0, K) at token " + std::to_string(t));
-    if (p.phi_bar && !p.phi_bar[(int64_t)p.word[t] * p.K + p.z[t]])
-      return Invalid("token " + std::to_string(t) + " holds a topic in which its word is not active");
-  }
-  for (int64_t d = 0; d < p.D; ++d) {
-    if (p.doc_start[d] > p.doc_start[d + 1] || p.doc_start[d + 1] > p.N) return Invalid("doc_start is not increasing");
-    if (p.theta_bar)
-      for (int32_t t = p.doc_start[d]; t < p.doc_start[d + 1]; ++t)
-        if (!p.theta_bar[d * p.K + p.z[t]])
-          return Invalid("token " + std::to_string(t) + " holds a topic that is not active in its document");
-  }
+  for (int64_t d = 0; d < p.D; ++d)
+    if (p.doc_start[d] < 0 || p.doc_start[d] > p.doc_start[d + 1] || p.doc_start[d + 1] > p.N)
+      return Invalid("doc_start is not increasing within [0, N]");
   try {
     topicjax::Engine& e = topicjax::engine();
     std::lock_guard<std::mutex> lock(e.mu);
-    topicjax::LidaSweep(p, e.get_pool(), e.lida_scratch);
+    topicjax::ThreadPool& pool = e.get_pool();
+    // bad ids would write outside the arrays: checked once (O(N), split between the threads)
+    const int nt = pool.size();
+    std::vector<topicjax::LidaBadToken> bad(nt);
+    pool.run([&](int th) { bad[th] = topicjax::LidaCheckDocuments(p, p.D * th / nt, p.D * (th + 1) / nt); });
+    for (const auto& b : bad)  // the first thread's range comes first: its bad token is the first one
+      if (b.token >= 0) return Invalid("token " + std::to_string(b.token) + " " + b.why);
+    topicjax::LidaSweep(p, pool, e.lida_scratch);
   } catch (const std::bad_alloc&) {
     return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax LIDA kernel: out of memory");
   }

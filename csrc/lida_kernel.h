@@ -50,18 +50,53 @@ inline float TokenUniform(uint32_t token, uint32_t seed) {
   return float(b >> 8) * (1.0f / 16777216.0f);
 }
 
+// Topics per chunk of the two-level inverse CDF.
+constexpr int64_t kChunk = 16;
+
+// The sum of x[0 .. 16) as a tree (its adds are independent of one another).
+inline float ChunkSum(const float* x) {
+  float h[8];
+  for (int l = 0; l < 8; ++l) h[l] = x[l] + x[l + 8];
+  return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+}
+
+// The first a with pr[0] + ... + pr[a] > u, found through the chunk sums; pr[a] > 0 for the a
+// returned.  Where rounding leaves every partial sum <= u (u close to the total), the last topic with
+// positive probability.
+inline int64_t InverseCdf(const float* pr, const float* chunk, int64_t A, int64_t nch, float u) {
+  float run = 0.0f;
+  int64_t c = 0;
+  while (c < nch && !(run + chunk[c] > u)) run += chunk[c++];
+  for (int64_t a = c * kChunk; a < A; ++a) {  // from that chunk on (its sum may round apart from its terms)
+    run += pr[a];
+    if (run > u) return a;  // run grew past u here, so pr[a] > 0
+  }
+  int64_t a = A - 1;
+  while (a > 0 && !(pr[a] > 0.0f)) --a;
+  return a;
+}
+
 struct LidaChange {
   int32_t word, from, to;
 };
 
-struct LidaScratch {
-  std::vector<int32_t> act, cnt, dk, dw, pos_of;
-  std::vector<float> nkden, q, cs;
-  std::vector<LidaChange> changes;
+// A list of changes on cache lines of its own: its header changes at every change recorded.
+struct alignas(64) LidaChanges {
+  std::vector<LidaChange> list;
 };
 
-// One document: resample its tokens in order; record the (word, old, new) changes of the block.
-inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s) {
+// One per thread, each on its own cache lines: headers of neighbouring threads' vectors on one line
+// would bounce it between the cores at every token.
+struct alignas(64) LidaScratch {
+  std::vector<int32_t> act, cnt, dk, dw, pos_of;
+  std::vector<int32_t> nk_delta;                 // this thread's changes to n_k in the block
+  std::vector<LidaChanges> out;                  // its changes to n_vk, by the thread that merges them
+  std::vector<float> nkden, q, cs, chunk;
+};
+
+// One document: resample its tokens in order; record the (word, old, new) changes of the block,
+// each in the list of the thread that merges its word (merger[word]).
+inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s, const int32_t* merger) {
   const int64_t K = p.K;
   const int32_t t0 = p.doc_start[d], t1 = p.doc_start[d + 1];
   if (t1 <= t0) return;
@@ -80,7 +115,8 @@ inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s) {
   s.dw.assign(A, 0);
   s.nkden.resize(A);
   s.q.resize(A);
-  s.cs.resize(A);
+  s.cs.assign((A + kChunk - 1) / kChunk * kChunk, 0.0f);  // zeros past A: whole chunks
+  s.chunk.resize((A + kChunk - 1) / kChunk);
   int32_t* row = p.n_dk + d * K;
   for (int64_t a = 0; a < A; ++a) {
     const int32_t k = s.act[a];
@@ -101,6 +137,14 @@ inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s) {
     --s.dw[j0];
     refresh(j0);
     const int32_t* nw = p.n_wk + (int64_t)v * K;
+    if (t + 1 < t1 && p.word[t + 1] != v) {  // the next word's row is a random one: fetch it meanwhile
+      const int32_t* next = p.n_wk + (int64_t)p.word[t + 1] * K;
+      if (!p.theta_bar) {  // the whole row (16 counts a line)
+        for (int64_t k = 0; k < K; k += 16) __builtin_prefetch(next + k);
+      } else if (A <= 256) {  // the entries of the document's active topics
+        for (int64_t a = 0; a < A; ++a) __builtin_prefetch(next + s.act[a]);
+      }
+    }
     const bool* pb = p.phi_bar ? p.phi_bar + (int64_t)v * K : nullptr;
     float* pr = s.cs.data();
     const float* q = s.q.data();
@@ -117,22 +161,16 @@ inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s) {
         pr[a] = (pb && !pb[k]) ? 0.0f : pa;
       }
     }
-    // total in 8 independent partial sums (vectorisable), then the inverse CDF by a running sum
-    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t a8 = A - A % 8;
-    for (int64_t a = 0; a < a8; a += 8)
-      for (int l = 0; l < 8; ++l) part[l] += pr[a + l];
-    float total = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-    for (int64_t a = a8; a < A; ++a) total += pr[a];
+    // the inverse CDF in two levels: sums of 16-topic chunks (independent adds, vectorisable), the
+    // chunk that holds u, then the topics inside it.  One running sum over all A topics would be a
+    // chain of A dependent adds per token, the longest part of the draw at K = 100.
+    const int64_t nch = (A + kChunk - 1) / kChunk;
+    float* chunk = s.chunk.data();
+    for (int64_t c = 0; c < nch; ++c) chunk[c] = ChunkSum(pr + c * kChunk);
+    float total = 0.0f;
+    for (int64_t c = 0; c < nch; ++c) total += chunk[c];
     const float u = TokenUniform((uint32_t)t, p.seed) * total;
-    int64_t j1 = 0, last = -1;
-    float run = 0.0f;
-    for (; j1 < A; ++j1) {
-      if (pr[j1] > 0.0f) last = j1;
-      run += pr[j1];
-      if (run > u) break;
-    }
-    if (j1 >= A) j1 = last;  // u rounded up to the total: the last topic with positive probability
+    const int64_t j1 = InverseCdf(pr, chunk, A, nch, u);
     ++s.cnt[j1];
     ++s.dk[j1];
     ++s.dw[j1];
@@ -140,18 +178,50 @@ inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s) {
     const int32_t k1 = s.act[j1];
     if (k1 != k0) {
       p.z[t] = k1;
-      s.changes.push_back({v, k0, k1});
+      s.out[merger[v]].list.push_back({v, k0, k1});
+      --s.nk_delta[k0];
+      ++s.nk_delta[k1];
     }
   }
   for (int64_t a = 0; a < A; ++a) row[s.act[a]] = s.cnt[a];
 }
 
+// The first token (of the documents of [d0, d1)) whose ids would reach outside the arrays or whose
+// topic is inactive for it, and why; {-1, nullptr} where there is none.  O(tokens of the range).
+struct LidaBadToken {
+  int64_t token = -1;
+  const char* why = nullptr;
+};
+
+inline LidaBadToken LidaCheckDocuments(const LidaProblem& p, int64_t d0, int64_t d1) {
+  for (int64_t d = d0; d < d1; ++d) {
+    const bool* tb = p.theta_bar ? p.theta_bar + d * p.K : nullptr;
+    for (int32_t t = p.doc_start[d]; t < p.doc_start[d + 1]; ++t) {
+      const int32_t v = p.word[t], k = p.z[t];
+      if (v < 0 || v >= p.V) return {t, "has a word id outside [0, V)"};
+      if (k < 0 || k >= p.K) return {t, "has a topic outside [0, K)"};
+      if (p.phi_bar && !p.phi_bar[(int64_t)v * p.K + k]) return {t, "holds a topic in which its word is not active"};
+      if (tb && !tb[k]) return {t, "holds a topic that is not active in its document"};
+    }
+  }
+  return {};
+}
+
 // The whole sweep: blocks in order, the documents of a block split between the pool's threads
-// (contiguous shares of about equal tokens), the word-topic changes merged after every block.
+// (contiguous shares of about equal tokens), the word-topic changes merged after every block (split
+// between the threads by word).
 inline void LidaSweep(const LidaProblem& p, ThreadPool& pool, std::vector<LidaScratch>& scratch) {
   const int nt = pool.size();
   scratch.resize(nt);
-  for (auto& s : scratch) s.pos_of.assign(p.K, 0);
+  for (auto& s : scratch) {
+    s.pos_of.assign(p.K, 0);
+    s.nk_delta.assign(p.K, 0);
+    s.out.resize(nt);
+    for (auto& o : s.out) o.list.clear();
+  }
+  // thread th merges the words of [V th / nt, V (th + 1) / nt)
+  std::vector<int32_t> merger(p.V);
+  for (int64_t v = 0; v < p.V; ++v) merger[v] = (int32_t)(v * nt / p.V);
   std::vector<int64_t> members, weight;
   for (int64_t b = 0; b < p.nb; ++b) {
     members.clear();
@@ -168,15 +238,30 @@ inline void LidaSweep(const LidaProblem& p, ThreadPool& pool, std::vector<LidaSc
     const std::vector<int64_t> cut = SplitByWeight(weight, nullptr, n, n, nt).row_cut;
     pool.run([&](int th) {
       LidaScratch& s = scratch[th];
-      s.changes.clear();
-      for (int64_t m = cut[th]; m < cut[th + 1]; ++m) LidaDocument(p, members[m], s);
+      for (int64_t m = cut[th]; m < cut[th + 1]; ++m) LidaDocument(p, members[m], s, merger.data());
+    });
+    // the merge, in parallel by word (integer adds: the same counts for any split)
+    pool.run([&](int th) {
+      for (auto& s : scratch) {
+        const auto& list = s.out[th].list;
+        const int64_t n = (int64_t)list.size();
+        for (int64_t i = 0; i < n; ++i) {
+          const LidaChange& c = list[i];
+          if (i + 8 < n) {  // random rows: ask for the lines of a later change ahead of time
+            const LidaChange& f = list[i + 8];
+            __builtin_prefetch(p.n_wk + (int64_t)f.word * p.K + f.from, 1);
+            __builtin_prefetch(p.n_wk + (int64_t)f.word * p.K + f.to, 1);
+          }
+          --p.n_wk[(int64_t)c.word * p.K + c.from];
+          ++p.n_wk[(int64_t)c.word * p.K + c.to];
+        }
+        s.out[th].list.clear();
+      }
     });
     for (auto& s : scratch)
-      for (const auto& c : s.changes) {
-        --p.n_wk[(int64_t)c.word * p.K + c.from];
-        ++p.n_wk[(int64_t)c.word * p.K + c.to];
-        --p.n_k[c.from];
-        ++p.n_k[c.to];
+      for (int64_t k = 0; k < p.K; ++k) {
+        p.n_k[k] += s.nk_delta[k];
+        s.nk_delta[k] = 0;
       }
   }
 }

@@ -89,7 +89,8 @@ inline void ForItems(const RowLayout& rl, const RangeSplit& sp, int64_t k, Fn&& 
 }
 
 // Per-thread buffers of a document: its active topics, float row sums and double totals.
-struct DocScratch {
+// One per thread, on cache lines of its own (its vectors' headers change at every document).
+struct alignas(64) DocScratch {
   std::vector<int32_t> act;
   std::vector<float> s1_row, s2_row;
   std::vector<double> s1, s2;

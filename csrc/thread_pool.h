@@ -1,11 +1,16 @@
-// A small persistent thread pool for the E-step kernel (topicjax/core/kernels.py).
+// A small persistent thread pool for the compiled kernels (topicjax/core/kernels.py).
 //
-// The workers live for the whole process and sleep on a condition variable between calls, so an
-// E-step call pays one wake-up, not a thread creation.  `run(f)` calls f(0) on the calling
-// thread and f(1) ... f(n-1) on the workers, and returns when all have finished.  Calls to `run`
-// must not overlap (the kernel serialises its calls with a mutex of its own).
+// The workers live for the whole process.  `run(f)` calls f(0) on the calling thread and f(1) ...
+// f(n-1) on the workers, and returns when all have finished.  Between calls a worker first spins
+// for a short while (kSpin) watching for the next call, then sleeps on a condition variable; the
+// caller likewise spins before it sleeps waiting for the workers.  Why: waking a sleeping thread
+// costs tens of microseconds on a virtual machine, and the LIDA sweep calls `run` twice per block
+// of documents (dozens of times per sweep), which at 2 threads cost more than the merge it ran.
+// Calls to `run` must not overlap (the kernels serialise their calls with the engine's mutex).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -13,10 +18,20 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TOPICJAX_PAUSE() _mm_pause()
+#else
+#define TOPICJAX_PAUSE() std::this_thread::yield()
+#endif
+
 namespace topicjax {
 
 class ThreadPool {
  public:
+  // How long an idle thread watches before it sleeps.
+  static constexpr std::chrono::microseconds kSpin{200};
+
   explicit ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
     for (int i = 1; i < n_; ++i) workers_.emplace_back([this, i] { Loop(i); });
   }
@@ -24,7 +39,7 @@ class ThreadPool {
   ~ThreadPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      stop_.store(true);
     }
     start_.notify_all();
     for (auto& t : workers_) t.join();
@@ -40,38 +55,48 @@ class ThreadPool {
       f(0);
       return;
     }
+    job_ = &f;
+    pending_.store(n_ - 1, std::memory_order_relaxed);
     {
+      // the increment under the mutex: a worker about to sleep either sees it or gets the notify
       std::lock_guard<std::mutex> lock(mu_);
-      job_ = &f;
-      pending_ = n_ - 1;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     start_.notify_all();
     f(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    if (!SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
     job_ = nullptr;
   }
 
  private:
+  template <typename Pred>
+  static bool SpinUntil(Pred ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (ready()) return true;
+      TOPICJAX_PAUSE();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return ready();
+    }
+  }
+
   void Loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-      const std::function<void(int)>* job;
-      {
+      auto moved = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+      if (!SpinUntil(moved)) {
         std::unique_lock<std::mutex> lock(mu_);
-        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        job = job_;
+        start_.wait(lock, moved);
       }
-      (*job)(index);
-      bool last;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        last = --pending_ == 0;
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
+      (*job_)(index);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+        done_.notify_one();
       }
-      if (last) done_.notify_one();
     }
   }
 
@@ -80,9 +105,9 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_, done_;
   const std::function<void(int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace topicjax

@@ -98,7 +98,8 @@ class Ours:
         t0 = time.perf_counter()
         for _ in range(sweeps):
             self.done += 1
-            self.state = L.sweep(self.state, jax.random.fold_in(self.key, self.done), self.tokens, self.cfg)
+            self.state = L.sweep(self.state, jax.random.fold_in(self.key, self.done), self.tokens, self.cfg,
+                                 donate=True)
         jax.block_until_ready(self.state)
         return time.perf_counter() - t0
 

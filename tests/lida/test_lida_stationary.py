@@ -178,22 +178,26 @@ def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, bl
     assert _chi2_pvalue(zs, Z, p5) > 1e-3
 
 
-def test_kernel_and_xla_sweeps_agree(small):
+@pytest.mark.parametrize("K", [8, 40])
+def test_kernel_and_xla_sweeps_agree(small, K):
     """The compiled kernel and the XLA sweep draw the same uniforms for the same tokens: from one
     state and key their sweeps agree on nearly every token (float32 sums in another order can move
-    a draw across a boundary, after which that document's tokens follow other counts)."""
+    a draw across a boundary, after which that document's tokens follow other counts).  The XLA
+    sweep inverts one running sum over the topics; the kernel finds the 16-topic chunk first, so
+    K = 40 (two whole chunks and a partial one, with inactive topics inside them for LIDA) checks
+    that the two-level search picks the same topic."""
     if not kernel.available():
         pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
     corpus, _ = small
     for variant in ("lda", "lida"):
         tokens = L.make_tokens(corpus, block_tokens=100)
-        cfg = L.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
                        n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
-        st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+        st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, K)
         kernel.use_kernel(cfg)
         key = jax.random.key(5)
         a = kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar)
-        b = assign_parallel(key, st, tokens, cfg, st.theta_bar, st.phi_bar, 8)
+        b = assign_parallel(key, st, tokens, cfg, st.theta_bar, st.phi_bar, K)
         assert np.mean(np.asarray(a[0]) == np.asarray(b[0])) > 0.95
         for x, y in zip(a[1:], b[1:]):  # counts follow the assignments in both
             assert x.shape == y.shape and int(x.sum()) == int(y.sum())
@@ -228,3 +232,56 @@ def test_kernel_threads_shared_and_bits_independent_of_threads(small):
     for other in outs[1:]:
         for a, b in zip(outs[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def _kernel_problem(small, variant="lida"):
+    corpus, _ = small
+    tokens = L.make_tokens(corpus, block_tokens=60)
+    cfg = L.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                   n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
+    st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+    kernel.use_kernel(cfg)
+    return tokens, cfg, st
+
+
+def test_kernel_names_the_first_bad_token(small):
+    """The kernel checks the ids it would index with before it moves anything (split between the
+    threads): a token whose topic is inactive in its document, or whose word id is outside the
+    vocabulary, is an error naming that token, with 1 and 2 threads alike."""
+    if not kernel.available():
+        pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
+    tokens, cfg, st = _kernel_problem(small)
+    sweep = jax.jit(lambda key, st, tokens: kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar))
+    doc = np.asarray(tokens.doc)
+    t_bad = int(np.flatnonzero(doc == doc[-1])[0])  # a token of the last document (the 2nd thread's)
+    d, k = doc[t_bad], int(st.z[t_bad])
+    inactive = st._replace(theta_bar=st.theta_bar.at[d, k].set(False))
+    word = np.asarray(tokens.word).copy()
+    word[t_bad + 1] = corpus_words = int(st.n_wk.shape[0])  # one past the vocabulary
+    assert corpus_words == cfg.n_words
+    old = kernel.get_threads()
+    try:
+        for n in (1, 2):
+            kernel.set_threads(n)
+            with pytest.raises(Exception, match=f"token {t_bad} holds a topic that is not active in its document"):
+                jax.block_until_ready(sweep(jax.random.key(1), inactive, tokens))
+            with pytest.raises(Exception, match=f"token {t_bad + 1} has a word id outside"):
+                jax.block_until_ready(sweep(jax.random.key(1), st, tokens._replace(word=jnp.asarray(word))))
+    finally:
+        kernel.set_threads(old)
+
+
+@pytest.mark.parametrize("variant", ["lda", "lida"])
+def test_donated_sweep_equals_the_sweep(small, variant):
+    """``sweep(..., donate=True)`` writes into the state's arrays and gives the same bits as the sweep
+    that copies them (the compiled kernel where it is built, the XLA sweep otherwise); the donated
+    state's arrays are gone afterwards where the sweep is one compiled call."""
+    tokens, cfg, st = _kernel_problem(small, variant)
+    key = jax.random.key(4)
+    want = L.sweep(st, key, tokens, cfg)
+    mine = jax.tree.map(jnp.copy, st)
+    got = L.sweep(mine, key, tokens, cfg, donate=True)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    if variant == "lda" or kernel.use_kernel(cfg):
+        assert mine.n_wk.is_deleted() and mine.z.is_deleted()

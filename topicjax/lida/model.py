@@ -299,7 +299,8 @@ class LIDA(TopicModelBase):
                 t0 = time.perf_counter()
                 k_it = jax.random.fold_in(key, it)
                 while True:
-                    new = sweep(state, k_it, tokens, cfg)
+                    # without activations nothing can overflow, so the old state is not needed
+                    new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
                     of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
                     if of_t == 0 and of_w == 0:
                         break

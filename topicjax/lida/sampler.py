@@ -186,14 +186,20 @@ def _masks_jit(state: State, key, tokens: Tokens, cfg: Config):
     return theta_bar, phi_bar, of_t.astype(jnp.int32), of_w.astype(jnp.int32)
 
 
-def sweep(state: State, key, tokens: Tokens, cfg: Config) -> State:
+def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) -> State:
     """One iteration of Algorithm 1 without the hyperparameters (see
     :func:`~topicjax.lida.hyper.hyper_update`): topic activations, word activations and topic
-    assignments in ``cfg.mode``."""
+    assignments in ``cfg.mode``.
+
+    ``donate=True`` hands the state's arrays to the sweep, which writes the new counts and
+    assignments into them instead of copies (``state`` must not be used afterwards); where the
+    compiled kernel runs the sweep, that saves copying z, n_dk and n_wk (about 6 MB on KOS at K =
+    100, a few percent of a sweep).  It applies where the sweep is one compiled call (the kernel,
+    the exact and stale modes, LDA); otherwise the state is left alone."""
     cfg = _normalised(cfg)
     ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
     if cfg.mode != "parallel" or not cfg.focused or ffi:
-        return _sweep_jit(state, key, tokens, cfg, 0, ffi)
+        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, ffi)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
@@ -202,11 +208,14 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config) -> State:
     return _assign_jit(masked, key, tokens, cfg, n_active, False)
 
 
-@partial(jax.jit, static_argnames=("cfg", "n_active", "ffi"))
-def _sweep_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool) -> State:
+def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool) -> State:
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     state = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
     return _assign_jit(state, key, tokens, cfg, n_active, ffi)
+
+
+_sweep_jit = jax.jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"))
+_sweep_jit_donated = jax.jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"), donate_argnums=0)
 
 
 @partial(jax.jit, static_argnames=("cfg", "n_active", "ffi"))
