@@ -85,7 +85,9 @@ class ThreadPool {
   void Loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-      auto moved = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+      auto moved = [&] {
+        return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      };
       if (!SpinUntil(moved)) {
         std::unique_lock<std::mutex> lock(mu_);
         start_.wait(lock, moved);

@@ -3,15 +3,21 @@
 The paper reports thousands of topics on KOS (about 4 documents and 43-47 words per topic, "over
 4000" topics); our Table 1 chains, started from a random dense assignment to 50 topics, keep about
 100.  This script runs the same training fold (Table 1's fold 0, same split and seeds) from two
-starts and records the trajectory:
+starts, next to an LDA baseline, and records the trajectory:
 
 * ``dense``: the Table 1 start (every token uniform over ``--init-topics`` topics);
+* ``lda``: the LDA baseline (``--lda-topics`` topics; not a start of FTM, for the comparison);
 * ``ibp``: Θ̄ drawn from the three-parameter IBP prior with η₀ = ``--eta``, δ₀ = ``--delta`` (the
   defaults, η = 6 and δ = 300, give an expected ~5,000 topics with ~4 documents each, the
   paper's regime; every token uniform over its document's topics).
 
 Reported per start: live topics, documents per topic, topics per document, δ and held-out
-log-perplexity (document completion, as Table 1) at the checkpoints.
+log-perplexity (document completion, as Table 1) at the checkpoints, and a second reading of
+eq. (45): the same θ (sampled on the observed half) scoring *all* tokens of the test documents,
+observed half included ("both halves").  The paper's text ("we sample the topics of the test
+documents on half of the corpus and evaluate perplexity on the other half") gives the first; the
+second is reported because eq. (45) sums n_v·d* over the test documents without saying which
+half, and it favours models whose θ fits the observed half closely (many small topics).
 
     python experiments/lida_topic_regimes.py --corpus kos --model ftm --sweeps 150
     python experiments/lida_topic_regimes.py --quick
@@ -42,7 +48,8 @@ def main(argv=None):
     ap.add_argument("--init-topics", type=int, default=50)
     ap.add_argument("--eta", type=float, default=6.0)
     ap.add_argument("--delta", type=float, default=300.0)
-    ap.add_argument("--starts", default="dense,ibp")
+    ap.add_argument("--starts", default="dense,ibp,lda")
+    ap.add_argument("--lda-topics", type=int, default=100)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -54,7 +61,7 @@ def main(argv=None):
     settings = dict(folds=5, seed=0, news_docs=1000, news_words=1407)
     spec = "quick" if args.quick else args.corpus
     if args.quick:
-        args.sweeps, args.eta, args.delta, args.init_topics, args.checkpoints = 12, 3.0, 10.0, 6, 2
+        args.sweeps, args.eta, args.delta, args.init_topics, args.checkpoints, args.lda_topics = 12, 3.0, 10.0, 6, 2, 6
     name, corpus, folds = T.corpus_and_folds(spec, settings)
     test = corpus.subset(np.sort(folds[0]))
     train = corpus.subset(np.sort(np.concatenate(folds[1:])))
@@ -63,8 +70,9 @@ def main(argv=None):
     lines = ["# FTM/LIDA topic counts by start (Table 1 note)", "", f"Command: `{command}`", "",
              f"{name} fold 0: {train.n_docs} training documents, {train.n_tokens} tokens; model {args.model}; "
              f"sweeps {args.sweeps} (hyperparameters from sweep {args.sweeps // 5}, averaging over the last third).", "",
-             "| start | sweeps | live topics | K_max | docs/topic | topics/doc | words/topic | α | η | δ | log-perplexity | fit s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| start | sweeps | live topics | K_max | docs/topic | topics/doc | words/topic | α | η | δ "
+             "| log-perplexity | both halves | fit s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     traj = []
     for start in [s.strip() for s in args.starts.split(",") if s.strip()]:
         for c in range(1, args.checkpoints + 1):
@@ -76,7 +84,10 @@ def main(argv=None):
             if args.model == "lida":
                 kw.update(zeta=0.25)
             variant = "lida" if args.model == "lida" else "ftm"
-            if start == "dense":
+            if start == "lda":  # the baseline: LDA with --lda-topics topics, α and β sampled
+                common = ("max_iter", "burn_in", "hyper_start", "random_state", "progress", "eval_every")
+                model = LIDA("lda", n_components=args.lda_topics, **{k: kw[k] for k in common})
+            elif start == "dense":
                 model = LIDA(variant, n_components=200, init_topics=args.init_topics, **kw)
             else:
                 delta = 1.0 if args.model == "ftm1" else args.delta
@@ -85,11 +96,12 @@ def main(argv=None):
             model.fit(train)
             fit_s = time.perf_counter() - t0
             ll, n = model.log_predictive(observed, held)
+            ll2, n2 = model.log_predictive(observed, test)  # both halves (test = observed + held)
             h = model.hyper_
             row = (f"| {start} | {sweeps} | {model.n_topics_} | {model.n_components_} | "
                    f"{model.documents_per_topic().mean():.1f} | {model.topics_per_document().mean():.1f} | "
                    f"{model.words_per_topic().mean():.0f} | {h['alpha']:.3g} | {h['eta']:.3g} | {h['delta']:.3g} | "
-                   f"{-ll / n:.4f} | {fit_s:.0f} |")
+                   f"{-ll / n:.4f} | {-ll2 / n2:.4f} | {fit_s:.0f} |")
             lines.append(row)
             print(row, flush=True)
             traj.append((start, [r["n_topics"] for r in model.history_]))

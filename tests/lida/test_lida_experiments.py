@@ -71,3 +71,20 @@ def test_20news_preparation(mod):
     assert all(w.isalpha() and len(w) >= 2 for w in vocab)
     # the most frequent words are kept: every kept word is at least as frequent as the cut-off
     assert corpus.word_counts.min() >= 2
+
+
+def test_topic_regimes_quick_run(load_experiment, tmp_path):
+    """experiments/lida_topic_regimes.py ``--quick``: both starts and the LDA baseline fit, the IBP
+    start begins with many more topics than the dense one, and both readings of eq. (45) are finite
+    and beat the uniform distribution over the vocabulary."""
+    mod = load_experiment("lida_topic_regimes")
+    out = tmp_path / "regimes.md"
+    mod.main(["--quick", "--out", str(out)])
+    rows = [line.split("|")[1:-1] for line in out.read_text(encoding="utf-8").splitlines()
+            if line.startswith(("| dense", "| ibp", "| lda"))]
+    assert [r[0].strip() for r in rows] == ["dense", "dense", "ibp", "ibp", "lda", "lda"]
+    n_words = float(np.log(sys.modules["lida_table1"].quick_corpus().n_words))
+    for r in rows:
+        held, both = float(r[10]), float(r[11])
+        assert np.isfinite(held) and np.isfinite(both) and max(held, both) < n_words
+    assert int(rows[2][2]) > 3 * int(rows[0][2])  # live topics: IBP start vs 6 dense topics

@@ -195,7 +195,8 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     assignments into them instead of copies (``state`` must not be used afterwards); where the
     compiled kernel runs the sweep, that saves copying z, n_dk and n_wk (about 6 MB on KOS at K =
     100, a few percent of a sweep).  It applies where the sweep is one compiled call (the kernel,
-    the exact and stale modes, LDA); otherwise the state is left alone."""
+    the exact and stale modes, variants without topic activations); otherwise the state is left
+    alone."""
     cfg = _normalised(cfg)
     ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
     if cfg.mode != "parallel" or not cfg.focused or ffi:
