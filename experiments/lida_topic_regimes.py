@@ -61,7 +61,7 @@ def main(argv=None):
     settings = dict(folds=5, seed=0, news_docs=1000, news_words=1407)
     spec = "quick" if args.quick else args.corpus
     if args.quick:
-        args.sweeps, args.eta, args.delta, args.init_topics, args.checkpoints, args.lda_topics = 12, 3.0, 10.0, 6, 2, 6
+        args.sweeps, args.eta, args.delta, args.init_topics, args.checkpoints, args.lda_topics = 12, 3.0, 10.0, 6, 1, 6
     name, corpus, folds = T.corpus_and_folds(spec, settings)
     test = corpus.subset(np.sort(folds[0]))
     train = corpus.subset(np.sort(np.concatenate(folds[1:])))

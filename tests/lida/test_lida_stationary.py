@@ -271,17 +271,15 @@ def test_kernel_names_the_first_bad_token(small):
         kernel.set_threads(old)
 
 
-@pytest.mark.parametrize("variant", ["lda", "lida"])
-def test_donated_sweep_equals_the_sweep(small, variant):
+def test_donated_sweep_equals_the_sweep(small):
     """``sweep(..., donate=True)`` writes into the state's arrays and gives the same bits as the sweep
     that copies them (the compiled kernel where it is built, the XLA sweep otherwise); the donated
-    state's arrays are gone afterwards where the sweep is one compiled call."""
-    tokens, cfg, st = _kernel_problem(small, variant)
+    state's arrays are gone afterwards.  LDA: the fits donate where no activation can overflow."""
+    tokens, cfg, st = _kernel_problem(small, "lda")
     key = jax.random.key(4)
     want = L.sweep(st, key, tokens, cfg)
     mine = jax.tree.map(jnp.copy, st)
     got = L.sweep(mine, key, tokens, cfg, donate=True)
     for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    if variant == "lda" or kernel.use_kernel(cfg):
-        assert mine.n_wk.is_deleted() and mine.z.is_deleted()
+    assert mine.n_wk.is_deleted() and mine.z.is_deleted()
