@@ -30,7 +30,7 @@ namespace topicjax {
 class ThreadPool {
  public:
   // How long an idle thread watches before it sleeps.
-  static constexpr std::chrono::microseconds kSpin{50};
+  static constexpr std::chrono::microseconds kSpin{200};
 
   explicit ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
     for (int i = 1; i < n_; ++i) workers_.emplace_back([this, i] { Loop(i); });
