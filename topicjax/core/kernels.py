@@ -29,6 +29,7 @@ says otherwise; :func:`set_threads` changes it at any time without recompiling. 
 thread count serve every kernel of the module (E-step, PTM, the LIDA sweep).  The threads are a
 persistent pool that sleeps between calls.  Results for a given thread count are the same bits
 run after run; different thread counts sum ∂L/∂Φ in a different order and agree to round-off.
+Every thread computes with subnormal floats flushed to zero, as XLA:CPU's own threads do.
 
 Differentiation: ``jax.grad`` of the likelihood never differentiates the kernel (the E-step's
 ``custom_vjp`` already returns the gradients).  Higher-order derivatives (a Hessian-vector
