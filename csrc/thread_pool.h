@@ -11,8 +11,9 @@
 // Every thread of a call computes with subnormal floats flushed to zero (FTZ and DAZ), as XLA's
 // own CPU threads do: the kernels then give the pure-JAX path's values where products underflow,
 // and do not slow down there.  (Workers used to inherit the mode of the thread that made the pool,
-// Python's, which has it off: a PLSA fit whose Φ and Θ grew subnormal entries ran 2.5x slower
-// after ~60 iterations, on the worker's share of the documents only.)
+// Python's, which has it off: a KOS PLSA fit at T = 100 went from 6 to 25-30 ms per pass as Φ and
+// Θ grew subnormal entries, on the workers' share of the documents only.)  x86 only; elsewhere
+// the threads keep the mode they start with.
 #pragma once
 
 #include <atomic>
@@ -44,10 +45,6 @@ class FlushSubnormals {
   unsigned saved_;
 #endif
 };
-
-}  // namespace topicjax
-
-namespace topicjax {
 
 class ThreadPool {
  public:

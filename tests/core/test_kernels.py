@@ -262,7 +262,7 @@ def test_subnormals_are_flushed_on_every_thread_as_xla_does():
     assert np.all(np.asarray(xla[1])[:, 2] == 0)
     for n in (1, 2, 3):
         kernels.set_threads(n)
-        ll, g_phi, g_theta = counts_fn()(phi, theta, data)
+        _, g_phi, g_theta = counts_fn()(phi, theta, data)
         assert np.all(np.asarray(g_phi)[:, 2] == 0), n
         close(g_phi, xla[1], 1e-5)
         close(g_theta, xla[2], 1e-5)
