@@ -39,12 +39,6 @@ for p in (ROOT, ROOT / "experiments"):
         sys.path.insert(0, str(p))
 
 
-def log_lik(phi, theta, corpus):
-    """Σ n_dw log Σ_k φ_wk θ_dk over the entries of ``corpus`` (eq. 45), θ as (documents, topics)."""
-    p = np.einsum("nk,nk->n", phi[corpus.word_ids], theta[corpus.doc_ids])
-    return float(np.sum(corpus.counts * np.log(p)))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="kos")
@@ -62,6 +56,7 @@ def main(argv=None):
     command = "python experiments/lida_topic_regimes.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     import lida_table1 as T
+    from topicjax.evaluation import metrics
     from topicjax.lida import LIDA
 
     settings = dict(folds=5, seed=0, news_docs=1000, news_words=1407)
@@ -103,9 +98,9 @@ def main(argv=None):
             fit_s = time.perf_counter() - t0
             # θ of the test documents sampled once on the observed half (what log_predictive does),
             # then both readings of eq. (45) from it: the held-out half, and all tokens (test)
-            theta = model.transform(observed)
-            ll, n = log_lik(model.phi_, theta, held), held.n_tokens
-            ll2, n2 = log_lik(model.phi_, theta, test), test.n_tokens
+            theta = model.transform(observed).T
+            ll, n = metrics.log_likelihood(model.phi_, theta, held), held.n_tokens
+            ll2, n2 = metrics.log_likelihood(model.phi_, theta, test), test.n_tokens
             h = model.hyper_
             row = (f"| {start} | {sweeps} | {model.n_topics_} | {model.n_components_} | "
                    f"{model.documents_per_topic().mean():.1f} | {model.topics_per_document().mean():.1f} | "
