@@ -23,9 +23,11 @@ included -- is restricted to the first k usable cores (``--no-pin`` turns this o
 one-thread figure cannot borrow a second core for the work around the kernel (our step's XLA
 operations, which run on XLA's pool, could otherwise overlap the kernel on the idle core); the load average is printed at the start
 of every table.  Besides the pass table: the E-step alone (our kernel against numba's at equal
-threads), the thread-scaling table (time at 1 thread / time at N threads, for us, numba and
-BigARTM), and the ratios issue 12 sets targets for (ours / numba at equal threads <= 1.3,
-ours / BigARTM dp=1 <= 0.15, scaling at 2 threads >= 1.8).  The system classes are those of
+threads) and the M-step alone (the XLA operations that follow our kernel in a pass, on that
+E-step's counts: what of a pass the kernel's threads do not speed up), the thread-scaling table
+(time at 1 thread / time at N threads, for us, numba and BigARTM), and the ratios issue 12 sets
+targets for (ours / numba at equal threads <= 1.3, ours / BigARTM dp=1 <= 0.15, scaling at 2
+threads >= 1.8).  The system classes are those of
 ``experiments/bench_em.py``.  Timings are results only on a quiet machine (``uptime`` load < 1).
 
 Example::
@@ -174,16 +176,21 @@ def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
     import jax
     import jax.numpy as jnp
 
-    from topicjax.core import em, estep, kernels, layout
+    from topicjax.core import em, estep, kernels, layout, mstep
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
     data = layout.prepare(train)
     f = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)).lower(state.phi, theta, data).compile()
+    # The rest of a pass: the M-step (eq. 15-16, XLA's operations) on the counts of this E-step.
+    _, n_phi, n_theta = f(state.phi, theta, data)
+    m = jax.jit(lambda p, t, a, b: mstep.m_step(mstep.counts_likelihood(a, b), p, t)[2:4]).lower(
+        state.phi, theta, n_phi, n_theta).compile()
     runs = {}
     for n in counts:
         runs[f"ours-ffi-{n}"] = (lambda n=n: (pin(n), kernels.set_threads(n)),
                                  lambda: jax.block_until_ready(f(state.phi, theta, data)))
+        runs[f"ours-mstep-{n}"] = (lambda n=n: pin(n), lambda: jax.block_until_ready(m(state.phi, theta, n_phi, n_theta)))
     if with_numba:
         from numba_reference import NumbaEStep
 
@@ -276,7 +283,13 @@ def main(argv=None):
             tgt = {"corpus": cname, "T": T}
             if ours:
                 es = estep_times(train, T, counts, args.rounds, has_numba and "numba" in names, args.per_turn)
-                lines += [f"E-step alone (ms, median): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in es.items()), ""]
+                ms = {k: es.pop(k) for k in list(es) if k.startswith("ours-mstep-")}
+                lines += [f"E-step alone (ms, median): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in es.items()), "",
+                          f"M-step alone (XLA's operations of a pass after the E-step; ms, median): "
+                          + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in ms.items()), ""]
+                if N > 1:
+                    tgt["estep_scaling"] = es["ours-ffi-1"] / es[f"ours-ffi-{N}"]
+                    tgt["mstep_scaling"] = ms["ours-mstep-1"] / ms[f"ours-mstep-{N}"]
                 for n in counts:
                     if f"numba-{n}" in es:
                         tgt[f"estep_numba_{n}"] = es[f"ours-ffi-{n}"] / es[f"numba-{n}"]
@@ -296,12 +309,13 @@ def main(argv=None):
                 if n in ours and f"bigartm-1-{n}" in times:
                     tgt[f"bigartm_{n}"] = ours[n] / times[f"bigartm-1-{n}"][0]
             targets.append(tgt)
-            print("\n".join(lines[-(len(systems) + len(missing) + len(scale_rows) + 12):]), flush=True)
+            print("\n".join(lines[-(len(systems) + len(missing) + len(scale_rows) + 14):]), flush=True)
             del systems
     cols = [(f"numba_{n}", f"ours / numba per pass, {n} thr. (<= 1.3)") for n in counts]
     cols += [(f"estep_numba_{n}", f"ours / numba E-step, {n} thr.") for n in counts]
     cols += [(f"bigartm_{n}", f"ours / BigARTM dp=1, {n} thr. (<= 0.15)") for n in counts]
-    cols += [("scaling", f"ours: 1 thread / {N} threads (>= 1.8 at 2)")]
+    cols += [("scaling", f"ours: 1 thread / {N} threads (>= 1.8 at 2)"), ("estep_scaling", f"of which the E-step: 1 / {N}"),
+             ("mstep_scaling", f"the M-step: 1 / {N}")]
     cols = [c for c in cols if any(c[0] in t for t in targets)]
     if cols:
         lines += ["## Targets of issue 12 (ratios from the tables above)", "",

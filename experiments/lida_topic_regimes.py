@@ -59,15 +59,12 @@ def main(argv=None):
     from topicjax.evaluation import metrics
     from topicjax.lida import LIDA
 
-    settings = dict(folds=5, seed=0, news_docs=1000, news_words=1407)
+    settings = dict(folds=5, seed=0, news_docs=1000, news_words=1407, news_stop_words="english")
     spec = "quick" if args.quick else args.corpus
     if args.quick:
         args.sweeps, args.eta, args.delta, args.init_topics, args.checkpoints, args.lda_topics = 12, 3.0, 10.0, 6, 1, 6
     name, corpus, folds = T.corpus_and_folds(spec, settings)
-    test = corpus.subset(np.sort(folds[0]))
-    train = corpus.subset(np.sort(np.concatenate(folds[1:])))
-    test = test.subset(np.flatnonzero(test.doc_lengths >= 2))
-    observed, held = test.completion_split("tokens", seed=0)
+    train, observed, held, _ = T.fold_split(corpus, folds, 0, seed=0)
     lines = ["# FTM/LIDA topic counts by start (Table 1 note)", "", f"Command: `{command}`", "",
              f"{name} fold 0: {train.n_docs} training documents, {train.n_tokens} tokens; model {args.model}; "
              f"sweeps {args.sweeps} (hyperparameters from sweep {args.sweeps // 5}, averaging over the last third).", "",
@@ -97,10 +94,12 @@ def main(argv=None):
             model.fit(train)
             fit_s = time.perf_counter() - t0
             # θ of the test documents sampled once on the observed half (what log_predictive does),
-            # then both readings of eq. (45) from it: the held-out half, and all tokens (test)
+            # then both readings of eq. (45) from it: the held-out half, and all tokens (both halves;
+            # the halves split each document's counts, so the log-likelihood of all tokens is the sum)
             theta = model.transform(observed).T
             ll, n = metrics.log_likelihood(model.phi_, theta, held), held.n_tokens
-            ll2, n2 = metrics.log_likelihood(model.phi_, theta, test), test.n_tokens
+            ll2 = ll + metrics.log_likelihood(model.phi_, theta, observed)
+            n2 = n + observed.n_tokens
             h = model.hyper_
             row = (f"| {start} | {sweeps} | {model.n_topics_} | {model.n_components_} | "
                    f"{model.documents_per_topic().mean():.1f} | {model.topics_per_document().mean():.1f} | "

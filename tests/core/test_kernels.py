@@ -523,8 +523,10 @@ def test_thread_benchmark_quick_smoke_run(tmp_path, load_experiment):
     text = out.read_text()
     assert "Load average at start" in text and "| ours-ffi-1 | 1 |" in text and "| ours-ffi-2 | 2 |" in text
     assert "| ours-xla |" in text and "Thread scaling" in text and "E-step alone" in text
+    assert "M-step alone" in text and "ours-mstep-1" in text and "ours-mstep-2" in text
     (t,) = targets
     assert t["corpus"] == "bars" and t["T"] == 10 and t["scaling"] > 0
+    assert t["estep_scaling"] > 0 and t["mstep_scaling"] > 0 and "the M-step: 1 / 2" in text
 
 
 @needs_kernel
@@ -552,3 +554,19 @@ def test_forked_child_gets_its_own_threads():
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "JAX_PLATFORMS": "cpu", "TOPICJAX_ESTEP": "auto"})  # the kernel's pool
     assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
+
+
+@needs_kernel
+def test_pass_profile_quick_smoke_run(tmp_path, load_experiment):
+    """experiments/profile_pass.py --quick: the step, E+M as two calls and each part timed at 1
+    and 2 threads; the table's "predicted" column is Amdahl's law on the parts' medians."""
+    prof = load_experiment("profile_pass")
+    out = tmp_path / "parts.md"
+    results = prof.main(["--quick", "--threads", "1", "2", "--out", str(out)])
+    med = results[8]
+    assert set(med) == {(p, n) for p in ("step", "E+M", "E", "M") for n in (1, 2)}
+    assert all(v > 0 for v in med.values())
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| 8 |"))
+    predicted = (med["E", 1] + med["M", 1]) / (med["E", 2] + med["M", 2])
+    assert row.endswith(f"| {predicted:.2f} |")
+    assert f"{med['step', 1] * 1e3:.2f} / {med['step', 2] * 1e3:.2f} ({med['step', 1] / med['step', 2]:.2f})" in row

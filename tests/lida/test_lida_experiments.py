@@ -45,7 +45,7 @@ def test_task_grid_and_best_grid_point(mod):
         corpus=["kos", "20news"], models=["lda", "ftm1", "ftm", "lida"], sigma=[0.0, 0.1], zeta=[0.1, 0.25],
         run_folds=3, folds=5, seed=0, sweeps=10, burn_in=5, hyper_start=2, test_sweeps=4, mode="parallel",
         mh_steps=4, batch_size=64, k_max=8, init_topics=4, init="random", eta=5.0, delta=1.0, lda_topics=6,
-        news_docs=10, news_words=10, progress=False)
+        news_docs=10, news_words=10, news_stop_words="english", unseen="keep", progress=False)
     tasks = mod.make_tasks(args)
     # per corpus and fold: LDA, FTM(δ=1), FTM x 2 σ, LIDA x 2 σ x 2 ζ
     assert len(tasks) == 2 * 3 * (1 + 1 + 2 + 4)
@@ -60,6 +60,29 @@ def test_task_grid_and_best_grid_point(mod):
     assert any(line.startswith("| c | FTM | σ=0 | 5.100 ± 0.100 (n=2) |") for line in lines)
 
 
+def test_fold_split_leaves_out_only_words_unseen_in_training(mod):
+    """``unseen="drop"``: exactly the test tokens of words that no training document uses are left
+    out of both halves (a hand-built corpus: "x" only in document 4, "y" only in 5, "z" in 0 and
+    5); with ``"keep"`` every test token stays (the one-token document 6 cannot be split: dropped)."""
+    from topicjax.data.corpus import Corpus
+
+    docs = [["a", "b", "a"], ["b", "c"], ["a", "c", "c"], ["z", "b"], ["x", "x", "a", "b"], ["y", "z", "c", "a"], ["x"]]
+    vocab = ["a", "b", "c", "x", "y", "z"]
+    entries = [(d, vocab.index(w)) for d, words in enumerate(docs) for w in words]
+    corpus = Corpus.from_entries([d for d, _ in entries], [w for _, w in entries], [1] * len(entries), vocab=vocab)
+    folds = [np.array([0, 1, 2, 3]), np.array([4, 5, 6])]
+    train, observed, held, dropped = mod.fold_split(corpus, folds, 1, seed=0, unseen="drop")
+    assert set(train.vocab) == {"a", "b", "c", "z"} and observed.vocab == train.vocab == held.vocab
+    assert dropped == 1  # document 6 held only "x": emptied
+    test_tokens = {w: n for w, n in zip(observed.vocab, observed.word_counts + held.word_counts) if n}
+    assert test_tokens == {"a": 2, "b": 1, "c": 1, "z": 1}  # "x" x 2 and "y" left out
+    train_k, observed_k, held_k, dropped_k = mod.fold_split(corpus, folds, 1, seed=0, unseen="keep")
+    assert train_k.vocab == corpus.vocab and dropped_k == 1
+    assert int(observed_k.n_tokens + held_k.n_tokens) == 8  # documents 4 and 5 whole
+    with pytest.raises(ValueError, match="unseen"):
+        mod.fold_split(corpus, folds, 1, seed=0, unseen="skip")
+
+
 def test_20news_preparation(mod):
     try:
         corpus = mod.load_20news(n_docs=300, n_words=500, seed=0)
@@ -71,6 +94,12 @@ def test_20news_preparation(mod):
     assert all(w.isalpha() and len(w) >= 2 for w in vocab)
     # the most frequent words are kept: every kept word is at least as frequent as the cut-off
     assert corpus.word_counts.min() >= 2
+    # every word, stop words kept (our reading of the paper's "unprocessed" documents)
+    raw = mod.load_20news(n_docs=300, n_words=None, seed=0, stop_words=None)
+    assert {"the", "and", "of", "to"} <= set(raw.vocab) and vocab < set(raw.vocab)
+    assert raw.n_words > 5 * corpus.n_words and raw.word_counts.min() == 1
+    name, _ = mod.load_corpus("20news", dict(news_docs=300, news_words=0, news_stop_words="none", seed=0))
+    assert name == "20news-unprocessed" and "20news-unprocessed" in mod.PAPER
 
 
 def test_topic_regimes_quick_run(load_experiment, tmp_path):
