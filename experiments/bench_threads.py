@@ -171,35 +171,28 @@ def time_round_robin(systems, rounds, per_turn: int = 3):
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
-def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
-    """The E-step alone (seconds, median, round-robin): our kernel and numba's at each count."""
+def compile_pass_parts(phi, theta, data):
+    """``(e, m)``: the two parts of a PLSA pass compiled apart, for timing each alone.
+    ``e(phi, theta, data) -> (n_phi, n_theta)`` is the E-step (the backend selected now), and
+    ``m(phi, theta, n_phi, n_theta) -> (phi, theta)`` the M-step on those counts (eq. 15-16,
+    XLA's operations): what of a pass the kernel's threads do not speed up."""
     import jax
-    import jax.numpy as jnp
 
-    from topicjax.core import em, estep, kernels, layout, mstep
+    from topicjax.core import estep, mstep
 
-    state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
-    theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
-    data = layout.prepare(train)
-    f = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)).lower(state.phi, theta, data).compile()
-    # The rest of a pass: the M-step (eq. 15-16, XLA's operations) on the counts of this E-step.
-    _, n_phi, n_theta = f(state.phi, theta, data)
+    e = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)[1:3]).lower(phi, theta, data).compile()
+    n_phi, n_theta = e(phi, theta, data)
     m = jax.jit(lambda p, t, a, b: mstep.m_step(mstep.counts_likelihood(a, b), p, t)[2:4]).lower(
-        state.phi, theta, n_phi, n_theta).compile()
-    runs = {}
-    for n in counts:
-        runs[f"ours-ffi-{n}"] = (lambda n=n: (pin(n), kernels.set_threads(n)),
-                                 lambda: jax.block_until_ready(f(state.phi, theta, data)))
-        runs[f"ours-mstep-{n}"] = (lambda n=n: pin(n), lambda: jax.block_until_ready(m(state.phi, theta, n_phi, n_theta)))
-    if with_numba:
-        from numba_reference import NumbaEStep
+        phi, theta, n_phi, n_theta).compile()
+    return e, m
 
-        P, Th = np.asarray(state.phi), np.asarray(theta)
-        for n in counts:
-            k = NumbaEStep(train.doc_offsets, train.word_ids, train.counts, train.n_words, n, np.float32)
-            runs[f"numba-{n}"] = (lambda n=n: pin(n), lambda k=k: k(P, Th))
+
+def round_robin(runs: dict, rounds: int, per_turn: int) -> dict:
+    """``{name: median seconds}`` of ``runs = {name: (before, run)}``: each round gives every run a
+    turn (``before()``, one untimed call, ``per_turn`` timed calls), so that slow drifts of the
+    machine touch every run alike; the process is unpinned at the end."""
     times = {k: [] for k in runs}
-    for _ in range(rounds):  # turns as in time_round_robin
+    for _ in range(rounds):
         for k, (before, run) in runs.items():
             before()
             run()
@@ -209,6 +202,34 @@ def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
                 times[k].append(time.perf_counter() - t0)
     pin(len(_CORES))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
+    """The E-step alone (seconds, median, round-robin): our kernel and numba's at each count; and
+    the M-step alone on our E-step's counts (``ours-mstep-{n}``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from topicjax.core import em, kernels, layout
+
+    state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
+    theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)
+    data = layout.prepare(train)
+    e, m = compile_pass_parts(state.phi, theta, data)
+    n_phi, n_theta = e(state.phi, theta, data)
+    runs = {}
+    for n in counts:
+        runs[f"ours-ffi-{n}"] = (lambda n=n: (pin(n), kernels.set_threads(n)),
+                                 lambda: jax.block_until_ready(e(state.phi, theta, data)))
+        runs[f"ours-mstep-{n}"] = (lambda n=n: pin(n), lambda: jax.block_until_ready(m(state.phi, theta, n_phi, n_theta)))
+    if with_numba:
+        from numba_reference import NumbaEStep
+
+        P, Th = np.asarray(state.phi), np.asarray(theta)
+        for n in counts:
+            k = NumbaEStep(train.doc_offsets, train.word_ids, train.counts, train.n_words, n, np.float32)
+            runs[f"numba-{n}"] = (lambda n=n: pin(n), lambda k=k: k(P, Th))
+    return round_robin(runs, rounds, per_turn)
 
 
 def main(argv=None):
@@ -270,7 +291,7 @@ def main(argv=None):
             ours = {n: times[f"ours-ffi-{n}"][0] for n in counts if f"ours-ffi-{n}" in times}
             lines += [f"### T = {T}: seconds per pass (median of {args.rounds} rounds x {args.per_turn} passes, min in brackets; "
                       f"load at start {start_load})", "",
-                      f"| system | threads | s/pass | ours-ffi at equal threads / it |", "|---|---|---|---|"]
+                      "| system | threads | s/pass | ours-ffi at equal threads / it |", "|---|---|---|---|"]
             for s in systems:
                 med, mn = times[s.name]
                 n = {"ours-xla": "XLA's", "gensim": 1}.get(s.name, s.threads)
@@ -284,8 +305,8 @@ def main(argv=None):
             if ours:
                 es = estep_times(train, T, counts, args.rounds, has_numba and "numba" in names, args.per_turn)
                 ms = {k: es.pop(k) for k in list(es) if k.startswith("ours-mstep-")}
-                lines += [f"E-step alone (ms, median): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in es.items()), "",
-                          f"M-step alone (XLA's operations of a pass after the E-step; ms, median): "
+                lines += ["E-step alone (ms, median): " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in es.items()), "",
+                          "M-step alone (XLA's operations of a pass after the E-step; ms, median): "
                           + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in ms.items()), ""]
                 if N > 1:
                     tgt["estep_scaling"] = es["ours-ffi-1"] / es[f"ours-ffi-{N}"]

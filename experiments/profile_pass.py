@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import statistics
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import bench_em  # noqa: E402  (corpus loading and the train/test split)
-import bench_threads  # noqa: E402  (pinning to k cores, load average)
+import bench_threads  # noqa: E402  (the parts compiled apart, round-robin timing, pinning, load)
 
 PARTS = ("step", "E+M", "E", "M")
 
@@ -44,7 +42,7 @@ def pass_parts(train, T: int, counts, rounds: int, warm: int, per_turn: int = 5)
     """``{(part, threads): median seconds}`` for one PLSA pass on ``train`` at ``T`` topics."""
     import jax
 
-    from topicjax.core import em, estep, kernels, layout, mstep
+    from topicjax.core import em, kernels, layout
 
     data = layout.prepare(train)
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
@@ -52,10 +50,8 @@ def pass_parts(train, T: int, counts, rounds: int, warm: int, per_turn: int = 5)
     for _ in range(warm):
         state = step(state, data, None)
     phi, theta = jax.block_until_ready((state.phi, state.theta))
-    e = jax.jit(lambda p, t, d: estep.expected_counts(p, t, d)[1:3]).lower(phi, theta, data).compile()
+    e, m = bench_threads.compile_pass_parts(phi, theta, data)
     n_phi, n_theta = e(phi, theta, data)
-    m = jax.jit(lambda p, t, a, b: mstep.m_step(mstep.counts_likelihood(a, b), p, t)[2:4]).lower(
-        phi, theta, n_phi, n_theta).compile()
 
     def both():
         a, b = e(phi, theta, data)
@@ -63,20 +59,14 @@ def pass_parts(train, T: int, counts, rounds: int, warm: int, per_turn: int = 5)
 
     calls = {"step": lambda: step(state, data, None), "E+M": both,
              "E": lambda: e(phi, theta, data), "M": lambda: m(phi, theta, n_phi, n_theta)}
-    times = {(p, n): [] for n in counts for p in PARTS}
     old = kernels.get_threads()
-    for _ in range(rounds):
-        for (p, n), ts in times.items():
-            bench_threads.pin(n)
-            kernels.set_threads(n)
-            jax.block_until_ready(calls[p]())
-            for _ in range(per_turn):
-                t0 = time.perf_counter()
-                jax.block_until_ready(calls[p]())
-                ts.append(time.perf_counter() - t0)
-    bench_threads.pin(bench_threads.usable_cores())
-    kernels.set_threads(old)
-    return {k: statistics.median(v) for k, v in times.items()}
+    runs = {(p, n): (lambda n=n: (bench_threads.pin(n), kernels.set_threads(n)),
+                     lambda f=calls[p]: jax.block_until_ready(f()))
+            for n in counts for p in PARTS}
+    try:
+        return bench_threads.round_robin(runs, rounds, per_turn)
+    finally:
+        kernels.set_threads(old)
 
 
 def table(med: dict, T: int, counts) -> list[str]:
@@ -106,8 +96,6 @@ def main(argv=None):
     if args.quick:
         args.corpus, args.topics, args.rounds, args.warm = "bars", [8], 2, 2
     counts = args.threads or sorted({1, bench_threads.usable_cores()})
-    if len(counts) < 2:
-        counts = [1, 1]
     corpus = bench_em.load_corpus(args.corpus, args.quick)
     train, _, _ = bench_em.split(corpus, 0)
     command = "python experiments/profile_pass.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
