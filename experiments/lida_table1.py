@@ -56,6 +56,10 @@ PAPER = {
     # sec. 5.3, text after Table 1: "the unprocessed version of the 1000 documents" (20,659 words)
     "20news-unprocessed": {"FTM (δ=1, σ=0)": (7.017, 0.040), "FTM": (6.999, 0.048), "LIDA": (6.759, 0.036)},
 }
+# sec. 5.3 on KOS: "the average number of words per topic for HDP-LDA, FTM and LIDA is respectively
+# 158, 43, and 47, while the average number of documents per topic is respectively 9, 4, and 4";
+# FTM has no word masks and HDP-LDA no masks at all, so these count tokens (n_vk > 0, n_kd > 0)
+PAPER_COUNTS = {"kos": {"HDP-LDA": (158, 9), "FTM": (43, 4), "LIDA": (47, 4)}}
 MODELS = ["lda", "ftm1", "ftm", "lida"]
 LABELS = {"lda": "LDA", "ftm1": "FTM (δ=1, σ=0)", "ftm": "FTM", "lida": "LIDA"}
 # rough relative cost per token and sweep (LIDA's word step visits V x K_max entries); used only to
@@ -189,6 +193,9 @@ def run_task(task: dict) -> dict:
         "first_sweep_s": float(secs[0]), "topics_per_doc": float(model.topics_per_document().mean()),
         "words_per_topic": float(model.words_per_topic().mean()),
         "docs_per_topic": float(model.documents_per_topic().mean()), "hyper": dict(model.hyper_),
+        "topics_per_doc_assigned": float(model.topics_per_document("assigned").mean()),
+        "words_per_topic_assigned": float(model.words_per_topic("assigned").mean()),
+        "docs_per_topic_assigned": float(model.documents_per_topic("assigned").mean()),
         # Figs. 9-10: quantiles (10, 50, 90 %) of topics per document and topics per word
         "tpd_q": [float(q) for q in np.percentile(model.topics_per_document(), [10, 50, 90])],
         "tpw_q": [float(q) for q in np.percentile(model.topics_per_word(), [10, 50, 90])],
@@ -338,6 +345,32 @@ def tables(results, args):
             continue
         q = lambda k: " / ".join(f"{v:.0f}" for v in np.mean([r[k] for r in recs], axis=0))
         lines.append(f"| {c} | {LABELS[m]} | {_grid_label(recs[0]) or '—'} | {q('tpd_q')} | {q('tpw_q')} |")
+    return lines + count_table(groups, corpora)
+
+
+def count_table(groups: dict, corpora: list) -> list[str]:
+    """Sec. 5.3's words and documents per topic next to ours, counted two ways: the masks b
+    ("active") and the tokens of the last sample ("assigned": n_vk > 0, n_kd > 0; the paper's kind)."""
+    rows = [(k, recs) for k, recs in groups.items() if "words_per_topic_assigned" in recs[0]]
+    if not rows:
+        return []
+    lines = ["", "Sec. 5.3's counts (KOS: words per topic HDP-LDA 158, FTM 43, LIDA 47; documents per topic 9, 4, 4) "
+             "next to ours, means over topics and folds, last sample: *active* counts the masks b (eq. 28-34; every "
+             "word for LDA and FTM), *assigned* the words and documents holding the topic's tokens (n_vk > 0, "
+             "n_kd > 0), the only kind the paper can report for FTM and HDP-LDA. The paper's LDA column is HDP-LDA.",
+             "", "| corpus | model | grid | live topics | words/topic active | words/topic assigned | paper | "
+             "docs/topic active | docs/topic assigned | paper | topics/doc active | topics/doc assigned |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (c, m, s, z), recs in sorted(rows, key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
+                                                          kv[0][2] or 0, kv[0][3] or 0)):
+        g = lambda k: np.mean([r[k] for r in recs])
+        label = LABELS[m]
+        paper = PAPER_COUNTS.get(c, {}).get("HDP-LDA" if m == "lda" else "FTM" if m.startswith("ftm") else label)
+        pw, pd = (f"{paper[0]}", f"{paper[1]}") if paper else ("—", "—")
+        lines.append(f"| {c} | {label} | {_grid_label(recs[0]) or '—'} | {g('topics'):.0f} | "
+                     f"{g('words_per_topic'):.0f} | {g('words_per_topic_assigned'):.0f} | {pw} | "
+                     f"{g('docs_per_topic'):.1f} | {g('docs_per_topic_assigned'):.1f} | {pd} | "
+                     f"{g('topics_per_doc'):.1f} | {g('topics_per_doc_assigned'):.1f} |")
     return lines
 
 

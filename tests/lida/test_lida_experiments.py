@@ -38,6 +38,12 @@ def test_quick_run_in_workers_writes_table_and_keeps_notes(mod, tmp_path):
     # the reported mean is the mean over the folds
     mean = np.mean([r["logperp"] for r in results])
     assert f"| FTM | {mean:.3f} ± " in text
+    # sec. 5.3's counts: FTM has every word active, its tokens reach fewer; means over the folds
+    for r in results:
+        assert r["words_per_topic"] == n_words and 1 <= r["words_per_topic_assigned"] < n_words
+        assert r["docs_per_topic_assigned"] <= r["docs_per_topic"]
+    wa = np.mean([r["words_per_topic_assigned"] for r in results])
+    assert f"| {n_words} | {wa:.0f} | — | " in text.split("Sec. 5.3's counts")[1]
 
 
 def test_task_grid_and_best_grid_point(mod):
@@ -108,12 +114,19 @@ def test_topic_regimes_quick_run(load_experiment, tmp_path):
     and beat the uniform distribution over the vocabulary."""
     mod = load_experiment("lida_topic_regimes")
     out = tmp_path / "regimes.md"
+    mark = load_experiment("lida_table1").NOTES_MARK
+    out.write_text("an older table\n" + mark + "\nA hand-written note.\n", encoding="utf-8")
     mod.main(["--quick", "--out", str(out)])
-    rows = [line.split("|")[1:-1] for line in out.read_text(encoding="utf-8").splitlines()
-            if line.startswith(("| dense", "| ibp", "| lda"))]
+    text = out.read_text(encoding="utf-8")
+    assert "A hand-written note." in text and "an older table" not in text
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith(("| dense", "| ibp", "| lda"))]
     assert [r[0].strip() for r in rows] == ["dense", "ibp", "lda"]
     n_words = float(np.log(sys.modules["lida_table1"].quick_corpus().n_words))
     for r in rows:
         held, both = float(r[10]), float(r[11])
         assert np.isfinite(held) and np.isfinite(both) and max(held, both) < n_words
     assert int(rows[1][2]) > 3 * int(rows[0][2])  # live topics: IBP start vs 6 dense topics
+    for r in rows:  # docs/topic, topics/doc, words/topic: the tokens reach only active entries
+        for cell in r[4:7]:
+            active, assigned = (float(v) for v in cell.split(" / "))
+            assert 0 < assigned <= active, r

@@ -76,6 +76,33 @@ def test_lida_fit_evaluate_and_summaries(small, fitted_lida):
     assert lida.hyper_trace_["gamma"][0] == 50.0 and lida.hyper_trace_["gamma"][-1] != 50.0  # hyper_start=2
 
 
+def test_assigned_counts_match_a_loop_over_the_tokens(small, fitted_lida):
+    # sec. 5.3's words / documents per topic for models without masks: distinct words and
+    # documents holding a topic's tokens, here counted token by token from the last sample's z
+    corpus, _ = small
+    m = fitted_lida
+    col = {int(s): t for t, s in enumerate(m.topic_slots_)}
+    words, docs = [set() for _ in col], [set() for _ in col]
+    tok = m.tokens_
+    for z, d, w in zip(np.asarray(m.state_.z), np.asarray(tok.doc), np.asarray(tok.word)):
+        words[col[int(z)]].add(int(w))
+        docs[col[int(z)]].add(int(d))
+    np.testing.assert_array_equal(m.words_per_topic("assigned"), [len(s) for s in words])
+    np.testing.assert_array_equal(m.documents_per_topic("assigned"), [len(s) for s in docs])
+    per_doc = np.zeros(corpus.n_docs, int)
+    per_word = np.zeros(corpus.n_words, int)
+    for t in range(len(col)):
+        per_doc[list(docs[t])] += 1
+        per_word[list(words[t])] += 1
+    np.testing.assert_array_equal(m.topics_per_document("assigned"), per_doc)
+    np.testing.assert_array_equal(m.topics_per_word("assigned"), per_word)
+    # a token's topic is active in its document (eq. 28) and its word active in the topic (31)
+    assert not np.any(m.theta_assigned_ & ~m.theta_bar_) and not np.any(m.phi_assigned_ & ~m.phi_bar_)
+    assert m.words_per_topic("assigned").sum() < m.words_per_topic().sum()
+    with pytest.raises(ValueError, match=r"^count must be 'active' .* or 'assigned' .*, got 'tokens'"):
+        m.words_per_topic("tokens")
+
+
 def test_seeds_reproduce(small):
     corpus, _ = small
     a = est("lda", random_state=3, max_iter=6).fit(corpus)
@@ -121,5 +148,7 @@ def test_bad_input(small):
         fit(vocabulary="open")
     with pytest.raises(ValueError, match="not fitted"):
         LIDA().perplexity(corpus)
+    with pytest.raises(ValueError, match="not fitted"):
+        LIDA().words_per_topic("assigned")
     with pytest.raises(ValueError, match="topics is more than"):
         LIDA("lda", n_components=10_000, progress=False).fit(corpus)

@@ -99,7 +99,9 @@ class LIDA(TopicModelBase):
     missing mass belongs to unobserved words; ``theta_`` is renormalised per document because
     topics born during the averaging window have fewer samples),
     ``topic_slots_`` (their slots), ``theta_bar_`` (T x D) and ``phi_bar_`` (W x T) masks of the
-    last sample, ``doc_freq_`` (documents per topic), ``n_topics_``, ``hyper_trace_`` (one list per
+    last sample, ``phi_assigned_`` (W x T, n_vk > 0) and ``theta_assigned_`` (T x D, n_kd > 0): the
+    words and documents holding tokens of each topic in the last sample, ``doc_freq_`` (documents
+    per topic), ``n_topics_``, ``hyper_trace_`` (one list per
     hyperparameter, one value per sweep), ``history_`` (one record per sweep: ``iteration``
     (1, 2, ...), ``objective`` = ln p(w | z, Φ̄, β) of the sample
     (:func:`~topicjax.lida.evaluate.collapsed_loglik`), ``n_topics`` (live topics), ``seconds``,
@@ -110,7 +112,8 @@ class LIDA(TopicModelBase):
     not saved: ``state_`` (the last :class:`State`), ``config_``, ``tokens_``.
     """
 
-    _saved_arrays = ("phi_", "theta_", "theta_bar_", "phi_bar_", "doc_freq_", "topic_slots_")
+    _saved_arrays = ("phi_", "theta_", "theta_bar_", "phi_bar_", "phi_assigned_", "theta_assigned_", "doc_freq_",
+                     "topic_slots_")
     _saved_meta = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
                    "n_train_docs_", "transform_seed_")
     _array_specs = {
@@ -118,6 +121,8 @@ class LIDA(TopicModelBase):
         "theta_": ArraySpec(("T", "D"), nonneg=True),
         "theta_bar_": ArraySpec(("T", "D"), "b"),
         "phi_bar_": ArraySpec(("W", "T"), "b"),
+        "phi_assigned_": ArraySpec(("W", "T"), "b"),
+        "theta_assigned_": ArraySpec(("T", "D"), "b"),
         "doc_freq_": ArraySpec(("T",), "iu"),
         "topic_slots_": ArraySpec(("T",), "iu"),
     }
@@ -398,6 +403,8 @@ class LIDA(TopicModelBase):
         self.theta_ = theta.T
         self.theta_bar_ = np.asarray(state.theta_bar)[:, slots].T
         self.phi_bar_ = np.asarray(state.phi_bar)[: cfg.n_words][:, slots]
+        self.phi_assigned_ = np.asarray(state.n_wk)[: cfg.n_words][:, slots] > 0
+        self.theta_assigned_ = np.asarray(state.n_dk)[:, slots].T > 0
         self.doc_freq_ = self.theta_bar_.sum(1).astype(np.int64)
         self.n_topics_ = int(slots.size)
         self.n_components_ = int(cfg.n_topics)
@@ -492,25 +499,39 @@ class LIDA(TopicModelBase):
         return self.log_predictive(observed, heldout)[0]
 
     # ------------------------------------------------------------------ summaries (Figs. 9-10)
-    def topics_per_document(self) -> np.ndarray:
-        """Number of active topics of every training document (last sample; histogram of Fig. 9)."""
+    # Two counts: ``"active"`` reads the masks b (eq. 28-34), ``"assigned"`` the tokens of the last
+    # sample (n_kd > 0, n_vk > 0).  Only the second exists for every model: LDA and FTM have every
+    # word active in every topic and HDP-LDA has no masks, yet sec. 5.3 gives words per topic for
+    # all three on KOS (HDP-LDA 158, FTM 43, LIDA 47), so the paper's figures are of that kind.
+    def _count(self, count: str, matrix: str) -> np.ndarray:
+        """The ``matrix`` ("phi" or "theta") of the masks or of the assigned tokens, checked first."""
         self._check_fitted()
-        return self.theta_bar_.sum(0)
+        if count in ("active", "assigned"):
+            return getattr(self, f"{matrix}_{'bar' if count == 'active' else 'assigned'}_")
+        raise ValueError(f"count must be 'active' (the masks b) or 'assigned' (tokens of the last sample), "
+                         f"got {count!r}")
 
-    def topics_per_word(self) -> np.ndarray:
-        """Number of topics in which each word is active (Fig. 10; LDA/FTM: all topics)."""
-        self._check_fitted()
-        return self.phi_bar_.sum(1)
+    def topics_per_document(self, count: str = "active") -> np.ndarray:
+        """Topics of every training document in the last sample (histogram of Fig. 9):
+        ``count="active"`` those with b_kd = 1 (eq. 28-30), ``"assigned"`` those holding at
+        least one of its tokens (n_kd > 0)."""
+        return self._count(count, "theta").sum(0)
 
-    def words_per_topic(self) -> np.ndarray:
-        """Number of active words of every topic."""
-        self._check_fitted()
-        return self.phi_bar_.sum(0)
+    def topics_per_word(self, count: str = "active") -> np.ndarray:
+        """Topics of every word (Fig. 10): ``count="active"`` those where it is active (eq. 31-34;
+        LDA/FTM: all topics), ``"assigned"`` those holding at least one of its tokens (n_vk > 0)."""
+        return self._count(count, "phi").sum(1)
 
-    def documents_per_topic(self) -> np.ndarray:
-        """Number of documents in which every topic is active."""
-        self._check_fitted()
-        return self.theta_bar_.sum(1)
+    def words_per_topic(self, count: str = "active") -> np.ndarray:
+        """Words of every topic: ``count="active"`` its active words (eq. 31-34; LDA/FTM: every
+        word), ``"assigned"`` the distinct words of its tokens (n_vk > 0; the kind of count
+        sec. 5.3 reports)."""
+        return self._count(count, "phi").sum(0)
+
+    def documents_per_topic(self, count: str = "active") -> np.ndarray:
+        """Documents of every topic: ``count="active"`` those where it is active (b_kd = 1),
+        ``"assigned"`` those holding at least one of its tokens (n_kd > 0)."""
+        return self._count(count, "theta").sum(1)
 
     @staticmethod
     def histogram(values) -> np.ndarray:
