@@ -153,22 +153,11 @@ def make_systems(names, train, T, counts, seed, workdir):
 
 
 def time_round_robin(systems, rounds, per_turn: int = 3):
-    """Median and minimum seconds per pass.  Each round gives every system a turn: its thread
-    setting and cores (``before()``, :func:`pin`), one untimed pass (a switch of threads and cores
-    leaves the caches of the other core cold; a fit runs its passes back to back), then
-    ``per_turn`` timed passes."""
-    times = {s.name: [] for s in systems}
-    for _ in range(rounds):
-        for s in systems:
-            pin(s.threads)
-            getattr(s, "before", lambda: None)()
-            s.step()
-            for _ in range(per_turn):
-                t0 = time.perf_counter()
-                s.step()
-                times[s.name].append(time.perf_counter() - t0)
-    pin(len(_CORES))
-    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+    """Median and minimum seconds per pass (:func:`round_robin`): a system's turn sets its cores
+    (:func:`pin`) and threads (``before()``), then runs one untimed pass (a switch of threads and
+    cores leaves the caches of the other core cold; a fit runs its passes back to back)."""
+    runs = {s.name: (lambda s=s: (pin(s.threads), getattr(s, "before", lambda: None)()), s.step) for s in systems}
+    return round_robin(runs, rounds, per_turn, stat=lambda v: (statistics.median(v), min(v)))
 
 
 def compile_pass_parts(phi, theta, data):
@@ -187,10 +176,10 @@ def compile_pass_parts(phi, theta, data):
     return e, m
 
 
-def round_robin(runs: dict, rounds: int, per_turn: int) -> dict:
-    """``{name: median seconds}`` of ``runs = {name: (before, run)}``: each round gives every run a
-    turn (``before()``, one untimed call, ``per_turn`` timed calls), so that slow drifts of the
-    machine touch every run alike; the process is unpinned at the end."""
+def round_robin(runs: dict, rounds: int, per_turn: int, stat=statistics.median) -> dict:
+    """``{name: stat(seconds)}`` (default the median) of ``runs = {name: (before, run)}``: each
+    round gives every run a turn (``before()``, one untimed call, ``per_turn`` timed calls), so
+    that slow drifts of the machine touch every run alike; the process is unpinned at the end."""
     times = {k: [] for k in runs}
     for _ in range(rounds):
         for k, (before, run) in runs.items():
@@ -201,7 +190,7 @@ def round_robin(runs: dict, rounds: int, per_turn: int) -> dict:
                 run()
                 times[k].append(time.perf_counter() - t0)
     pin(len(_CORES))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: stat(v) for k, v in times.items()}
 
 
 def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):

@@ -296,6 +296,12 @@ def _grid_label(r):
     return ", ".join(out)
 
 
+def _ordered(groups: dict, corpora: list) -> list:
+    """``groups.items()`` by corpus (in ``corpora`` order), model (``MODELS`` order), σ, ζ."""
+    return sorted(groups.items(), key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
+                                                  kv[0][2] or 0, kv[0][3] or 0))
+
+
 def tables(results, args):
     corpora = list(dict.fromkeys(r["corpus_name"] for r in results))
     groups: dict = {}
@@ -327,8 +333,7 @@ def tables(results, args):
               "| corpus | model | grid | log-perplexity | topics | K_max | s/sweep | fit s | topics/doc | words/topic "
               "| docs/topic | α | β | η | δ | γ | ξ |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (c, m, s, z), recs in sorted(groups.items(), key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
-                                                                   kv[0][2] or 0, kv[0][3] or 0)):
+    for (c, m, s, z), recs in _ordered(groups, corpora):
         g = lambda k: np.mean([r[k] for r in recs])
         h = lambda k: np.mean([r["hyper"][k] for r in recs])
         lines.append(f"| {c} | {LABELS[m]} | {_grid_label(recs[0]) or '—'} | {_fmt([r['logperp'] for r in recs])} | "
@@ -339,8 +344,7 @@ def tables(results, args):
     lines += ["", "Figs. 9-10 (paper: histograms of topics per document and per word): quantiles 10 / 50 / 90 % "
               "of topics per document and of topics per word, means over the folds.", "",
               "| corpus | model | grid | topics/doc p10 / p50 / p90 | topics/word p10 / p50 / p90 |", "|---|---|---|---|---|"]
-    for (c, m, s, z), recs in sorted(groups.items(), key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
-                                                                   kv[0][2] or 0, kv[0][3] or 0)):
+    for (c, m, s, z), recs in _ordered(groups, corpora):
         if "tpd_q" not in recs[0]:
             continue
         q = lambda k: " / ".join(f"{v:.0f}" for v in np.mean([r[k] for r in recs], axis=0))
@@ -351,7 +355,7 @@ def tables(results, args):
 def count_table(groups: dict, corpora: list) -> list[str]:
     """Sec. 5.3's words and documents per topic next to ours, counted two ways: the masks b
     ("active") and the tokens of the last sample ("assigned": n_vk > 0, n_kd > 0; the paper's kind)."""
-    rows = [(k, recs) for k, recs in groups.items() if "words_per_topic_assigned" in recs[0]]
+    rows = {k: recs for k, recs in groups.items() if "words_per_topic_assigned" in recs[0]}
     if not rows:
         return []
     lines = ["", "Sec. 5.3's counts (KOS: words per topic HDP-LDA 158, FTM 43, LIDA 47; documents per topic 9, 4, 4) "
@@ -361,8 +365,7 @@ def count_table(groups: dict, corpora: list) -> list[str]:
              "", "| corpus | model | grid | live topics | words/topic active | words/topic assigned | paper | "
              "docs/topic active | docs/topic assigned | paper | topics/doc active | topics/doc assigned |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (c, m, s, z), recs in sorted(rows, key=lambda kv: (corpora.index(kv[0][0]), MODELS.index(kv[0][1]),
-                                                          kv[0][2] or 0, kv[0][3] or 0)):
+    for (c, m, s, z), recs in _ordered(rows, corpora):
         g = lambda k: np.mean([r[k] for r in recs])
         label = LABELS[m]
         paper = PAPER_COUNTS.get(c, {}).get("HDP-LDA" if m == "lda" else "FTM" if m.startswith("ftm") else label)
@@ -377,15 +380,17 @@ def count_table(groups: dict, corpora: list) -> list[str]:
 NOTES_MARK = "<!-- notes: the text below this line is kept when the table above is regenerated -->"
 
 
+def kept_notes(path: Path) -> list[str]:
+    """The lines to end a regenerated results file with: ``NOTES_MARK`` and the hand-written notes
+    after it in the existing ``path`` (none if the file or the mark is absent)."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    return ["", NOTES_MARK + old.split(NOTES_MARK, 1)[1].rstrip()] if NOTES_MARK in old else []
+
+
 def write_markdown(path: Path, results, args, command: str, seconds: float) -> str:
     """Write the tables; hand-written notes after ``NOTES_MARK`` in an existing file are kept."""
     import platform as pf
 
-    notes = ""
-    if path.exists():
-        old = path.read_text(encoding="utf-8")
-        if NOTES_MARK in old:
-            notes = old.split(NOTES_MARK, 1)[1]
 
     backends = sorted({r["backend"] for r in results})
     info = sorted({r["corpus_info"] for r in results})
@@ -397,9 +402,7 @@ def write_markdown(path: Path, results, args, command: str, seconds: float) -> s
     lines += ["Settings: " + ", ".join(f"{k}={v}" for k, v in shown.items()), ""]
     lines += ["Corpora: " + "; ".join(info) + ". Test documents dropped (< 2 tokens): "
               + ", ".join(f"{c} {n}" for c, n in dropped.items()) + ".", ""]
-    lines += tables(results, args)
-    if notes:
-        lines += ["", NOTES_MARK + notes.rstrip()]
+    lines += tables(results, args) + kept_notes(path)
     text = "\n".join(lines) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

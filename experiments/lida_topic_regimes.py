@@ -117,9 +117,7 @@ def main(argv=None):
         lines.append(f"- {start}: " + ", ".join(str(v) for v in t[::10]))
     out = Path(args.out) if args.out else ROOT / "experiments" / "results" / (
         "lida_topic_regimes_quick.md" if args.quick else f"lida_topic_regimes_{name}_{args.model}.md")
-    if out.exists() and T.NOTES_MARK in (old := out.read_text(encoding="utf-8")):
-        lines += ["", T.NOTES_MARK + old.split(T.NOTES_MARK, 1)[1].rstrip()]  # hand-written notes stay
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines + T.kept_notes(out)) + "\n"
     out.write_text(text, encoding="utf-8")
     print(text)
 
