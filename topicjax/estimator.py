@@ -59,6 +59,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 
+from topicjax.core import numerics
 from topicjax.core.random import check_random_state, fresh_seed
 from topicjax.core.validation import check_int, check_number, int_sequence, integer, number
 from topicjax.data.corpus import Corpus
@@ -134,8 +135,23 @@ _COMMON = {
 }
 
 
+#: Estimator methods that compile and run a model: traced with float32 matrix products at full
+#: float32 precision (:func:`topicjax.core.numerics.full_precision`; XLA's GPU default is TF32).
+FULL_PRECISION_METHODS = ("fit", "fit_many", "partial_fit", "transform", "fit_transform", "score", "perplexity",
+                          "completion_score")
+
+
 class TopicModelBase(TransformerMixin, BaseEstimator):
     """Base class: the contract above, conversion of inputs, checks of vocabulary, save/load."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in FULL_PRECISION_METHODS:
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_full_precision", False):
+                wrapped = numerics.full_precision(fn)
+                wrapped._full_precision = True
+                setattr(cls, name, wrapped)
 
     _saved_arrays: tuple[str, ...] = ()
     _saved_meta: tuple[str, ...] = ()
@@ -548,3 +564,10 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
             except (AttributeError, TypeError):
                 pass
         return model
+
+
+for _name in FULL_PRECISION_METHODS:  # the base class's own implementations
+    if _name in TopicModelBase.__dict__:
+        _fn = numerics.full_precision(TopicModelBase.__dict__[_name])
+        _fn._full_precision = True
+        setattr(TopicModelBase, _name, _fn)

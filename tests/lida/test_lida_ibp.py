@@ -176,3 +176,25 @@ def test_finite_vocabulary_new_word_c0_is_intensity_over_W(zeta):
         want = np.log(p0 / (1 - p0)) + lr
         got = float(word_lo(n_k, m, 0, K, beta, gamma, xi, zeta=zeta, n_words=W, finite=True))
         assert np.isclose(got, want, rtol=1e-4, atol=1e-5), (n_k, m, got, want)
+
+
+@pytest.mark.parametrize("a", [0.0, 0.01, 0.1, 0.5, 1.0, 3.0, 100.0, 1e4])
+def test_lgamma_diff_against_float64_gammaln(a):
+    """ln Γ(x + a) − ln Γ(x) in float32 within 3e-6 of the float64 difference, relative (absolute
+    below 1e-3), from tiny x through the switch to Stirling's series (x = 8) to x = 1e6."""
+    xs = np.array([1e-3, 0.05, 0.5, 1.0, 3.0, 7.99, 8.0, 8.01, 20.0, 100.0, 1e3, 1.7e4, 1e6])
+    ref = g(xs + a) - g(xs)
+    got = np.asarray(ibp.lgamma_diff(xs.astype(np.float32), np.float32(a)), np.float64)
+    np.testing.assert_array_less(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-3), 3e-6)
+
+
+def test_activation_odds_keep_their_digits_at_corpus_scale():
+    """The word-activation odds of a KOS-sized topic (M = 6000 active words, n_k = 17,000 tokens,
+    β = 0.01) and the IBP mass at D = 3430 documents: float32 within 1e-6 of the float64 value.
+    Four float32 gammaln calls of size 1.5e5 gave -0.0469 for -0.0566 (a 17 % error in the odds)."""
+    m, n, b = 6000.0, 17000.0, 0.01
+    ref = g((m + 1) * b) - g((m + 1) * b + n) - g(m * b) + g(m * b + n)
+    assert float(ibp.log_ratio_add_empty(m, n, b)) == pytest.approx(ref, abs=1e-6)
+    D, eta, delta, sigma = 3430.0, 5.0, 0.7, 0.2
+    ref = np.log(eta) + g(1 + delta) + g(D - 1 + delta + sigma) - g(D + delta) - g(delta + sigma)
+    assert float(ibp.ibp_mass(D - 1, eta, delta, sigma)) == pytest.approx(ref, abs=2e-6)

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core import numerics
 from topicjax.core.errors import NumericalError
 
 __all__ = ["Algorithm", "run", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE", "MODES",
@@ -130,6 +131,7 @@ def _to_python(x):
     return x
 
 
+@numerics.full_precision
 def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0, progress: bool = True,
         desc: str = "fit", before: Callable | None = None, after: Callable | None = None, after_every: int = 1,
         explain: Callable | None = None, block: int | None = None, checkpoint=None):
@@ -272,6 +274,7 @@ def _many_impl(algo, static, max_iter, mode, batch_size, batched, n_dev, states,
 _many_jit = jax.jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "batch_size", "batched", "n_dev"))
 
 
+@numerics.full_precision
 def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, max_iter: int, tol: float = 0.0,
              mode: str | None = None, batch_size: int | None = None, workers: int | None = None):
     """Run the fits of a batch (leading axis ``G`` of ``states`` and of every element of the

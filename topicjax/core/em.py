@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from topicjax.core import estep, mstep
+from topicjax.core import estep, mstep, numerics
 from topicjax.core.driver import Algorithm
 from topicjax.core.layout import reweight_docs
 
@@ -257,7 +257,7 @@ def _infer(phi, data, n_docs, reg, n_iter, params, topic_alive, aux, cfg):
     return state.theta
 
 
-_infer_jit = jax.jit(_infer, static_argnames=("n_docs", "n_iter", "cfg"))
+_infer_jit = numerics.full_precision(jax.jit(_infer, static_argnames=("n_docs", "n_iter", "cfg")))
 
 
 # ----------------------------------------------------------------------------- for the drivers

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from topicjax.core import numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
 from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, word_sums
@@ -257,6 +258,7 @@ def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
 _gem_step_jit = jax.jit(gem_step_impl, static_argnames=("cfg",))
 
 
+@numerics.full_precision
 def gem_step(state: PTMState, data: PTMData, cfg: GEMConfig = GEMConfig()) -> PTMState:
     """One GEM iteration (M-step, word switches, topic switches, E-step); pure and jit-compiled,
     so it can be ``jax.vmap``-ped over a batch of states (restarts) sharing ``data``."""
@@ -356,7 +358,7 @@ def _infer_alpha_impl(data: PTMData, B, n_iter: int, topic_mask):
     return a
 
 
-_infer_alpha_jit = jax.jit(_infer_alpha_impl, static_argnames=("n_iter",))
+_infer_alpha_jit = numerics.full_precision(jax.jit(_infer_alpha_impl, static_argnames=("n_iter",)))
 
 
 def infer_alpha(data: PTMData, B, n_iter: int = 50, topic_mask=None):
@@ -378,4 +380,4 @@ def _loglik_docs_impl(data: PTMData, B, alpha):
     return per_item(data.docs, row_map(data.docs, fn, alpha), D)
 
 
-loglik_docs = jax.jit(_loglik_docs_impl)
+loglik_docs = numerics.full_precision(jax.jit(_loglik_docs_impl))

@@ -37,8 +37,8 @@ def em_step_impl(state: EMState, data: DocWordCounts) -> EMState:
     pi, tau, beta = state.params
     n_docs, n_words = state.doc_loglik.shape[0], beta.shape[1]
     # E-step: P_dj = P(h=j|d) (eq. 6) in log space.
-    A, log_joint, ll = theme_terms(state.params, data, n_docs)
-    P = jnp.exp(log_joint - ll[:, None])
+    A, log_post, ll = theme_terms(state.params, data, n_docs)
+    P = jnp.exp(log_post)
     # R_jw = Σ_d P_dj n_dw / A_jw: the only (J x W) quantity the Q-weighted sums need.
     R = word_sums(P, data, n_words).T / jnp.maximum(A, EPS)
     # M-step: numerators of eq. 8, 9-10, 11, each Q-contraction factored (module docstring).
@@ -51,7 +51,7 @@ def em_step_impl(state: EMState, data: DocWordCounts) -> EMState:
     )
 
 
-em_step = jax.jit(em_step_impl)
+em_step = numerics.full_precision(jax.jit(em_step_impl))
 em_step.__doc__ = """One EM iteration (E-step eq. 6-7, M-step eq. 8-11); ``(state, data) -> state``.
 
 Never builds the J x K x W tensor Q: see the module docstring for the factored sums.  The returned

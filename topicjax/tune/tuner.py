@@ -39,7 +39,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import em
+from topicjax.core import em, numerics
 from topicjax.core.errors import NumericalError
 from topicjax.tune import hypergrad
 from topicjax.tune.objectives import as_objective
@@ -90,6 +90,7 @@ def _project(u, lo, hi):
     return jnp.clip(u, lo, hi)
 
 
+@numerics.full_precision
 def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 30, method: str = "unrolled",
          init: dict | None = None, dtype=None, progress: bool = True, callback: Callable | None = None,
          implicit_options: dict | None = None, refit: bool = True, probe: int = 0, patience: int = 2,

@@ -1,0 +1,966 @@
+"""The prepared device check (issue 30): what a session does first when it is lent a GPU.
+
+One command, under 8 minutes on a GPU machine including compilation:
+
+1. **Checks** (GPU against the host CPU, in one process): the same computation is run with the
+   accelerator as JAX's default device and under ``jax.default_device(cpu)`` (the host's XLA:CPU;
+   the compiled C++ kernels are CPU-only and not built there), starting from the same arrays, and
+   the results are compared to float32 tolerance: the E-step (ARTM eq. 4, 7-8) and one M-step
+   (eq. 14-16), a PLSA fit and an ARTM fit with a plain-Python regularizer through the driver,
+   ``ARTM.fit_many`` (vmapped models), one LIDA-family sweep (LDA and LIDA: a sampler, so the check
+   is that almost every token draws the same topic and the count tables are consistent), one PTM
+   GEM iteration (BIC and switches), a TTMM EM fit, and a hypergradient of the tuner
+   (d validation objective / d log τ).
+2. **Timings** (warm-up and compilation excluded, medians): the PLSA EM pass on KOS and 20
+   Newsgroups at T = 50/100/200; a pass on a generated corpus of NYTimes' size
+   (:mod:`topicjax.data.synthetic`, ~300k documents, ~70 M non-zeros) at T = 100 when it fits the
+   device; a 32-model ARTM grid through ``fit_many`` against 32 sequential fits (end to end); the
+   LDA sweep in tokens/s on KOS at K = 100 against tomotopy's 2-worker CPU figure of
+   ``bench_lda_tomotopy.md``; one PTM GEM iteration on 20 Newsgroups (M = 100); one tuner step.
+3. **Profile** (``jax.profiler`` trace of a few PLSA passes and LDA sweeps, summarised as the
+   device's busiest kernels) so that a missed target says where the time goes.
+
+Results go to ``experiments/results/gpu_<date>_<device>.md`` (device, jax version, every figure,
+the command, the targets of issue 30) and a JSON beside it; the report is rewritten after every
+section, so a run cut short keeps what it measured.  A section that fails is reported with its
+error and the rest still run; the exit status is 1 when a check failed.  ``--budget`` seconds
+(default 420) bound the whole run: sections that would start after it are skipped and listed.
+
+Corpora: the shared data (``$TOPICJAX_DATA`` or ``../shared/data``) when present; otherwise
+generated corpora of the same sizes stand in, and the report says so.
+
+``--dry-run`` runs the same code on the CPU with tiny sizes in seconds (a CI test runs it).
+
+On a GPU machine (the device tool; the tree travels, ``../shared`` does not)::
+
+    mkdir -p .devdata && cp -r ../shared/data/kos ../shared/data/20newsgroups .devdata/   # once, here
+    # run there, carrying .devdata:
+    TOPICJAX_DATA=.devdata python3 experiments/device_check.py --out-dir $OUT
+
+    python experiments/device_check.py --dry-run          # anywhere, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gzip
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (str(ROOT), str(ROOT / "experiments")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import topicjax as tj  # noqa: E402
+from topicjax.data import synthetic  # noqa: E402
+
+#: issue 30's targets (on an H100; the report names the device it ran on)
+TARGETS = {
+    "kos_t100_pass_ms": 0.3,
+    "nytimes_pass_s": 0.1,
+    "grid_speedup": 10.0,
+    "lda_vs_tomotopy": 10.0,
+}
+#: tomotopy LDAModel, 2 workers, KOS K = 100, M tokens/s (experiments/results/bench_lda_tomotopy.md)
+TOMOTOPY_2W_MTOK = 20.97
+
+
+# ------------------------------------------------------------------------------------ setup
+class Sizes:
+    """Problem sizes of a full run and of ``--dry-run``."""
+
+    def __init__(self, dry: bool):
+        self.dry = dry
+        self.topics = [4, 8] if dry else [50, 100, 200]
+        self.rounds = 3 if dry else 20
+        self.nytimes = dict(n_docs=400, n_words=300, mean_length=30.0) if dry else \
+            dict(synthetic.PRESETS["nytimes"])
+        self.grid_models = 4 if dry else 32
+        self.grid_topics = 6 if dry else 100
+        self.grid_iters = 3 if dry else 20
+        self.lda_k = 8 if dry else 100
+        self.lda_sweeps = 2 if dry else 10
+        self.ptm_m = 6 if dry else 100
+        self.tune_topics = 5 if dry else 50
+        self.tune_iters = 3 if dry else 20
+        self.check_topics = 6
+
+
+def load_corpora(sizes: Sizes, notes: list):
+    """``{"kos": Corpus, "20ng": Corpus}``: the shared data, or generated stand-ins of the same size."""
+    out = {}
+    stand_in = {"kos": dict(n_docs=3430, n_words=6906, mean_length=136.6),
+                "20ng": dict(n_docs=11314, n_words=22000, mean_length=116.0)}
+    for name in ("kos", "20ng"):
+        if sizes.dry:
+            gen = synthetic.LDAGenerator(n_docs=120, n_words=200, mean_length=40, n_topics=5, seed=1)
+            out[name] = corpus_from_generator(gen, 120)
+            continue
+        try:
+            out[name] = tj.datasets.load_kos() if name == "kos" else tj.datasets.load_20newsgroups("train")
+        except FileNotFoundError as e:
+            gen = synthetic.LDAGenerator(**stand_in[name], n_topics=50, seed=1)
+            out[name] = corpus_from_generator(gen, 5000)
+            notes.append(f"{name}: shared data absent ({e}); a generated corpus of its size stands in")
+    return out
+
+
+def corpus_from_generator(gen, chunk_docs: int):
+    """A :class:`Corpus` of all documents of a :class:`~topicjax.data.synthetic.LDAGenerator`."""
+    chunks = list(gen.chunks(chunk_docs))
+    doc_ids = np.concatenate([np.repeat(np.arange(c.first, c.first + len(c.lengths)), np.diff(c.offsets))
+                              for c in chunks])
+    word_ids = np.concatenate([c.word_ids for c in chunks])
+    counts = np.concatenate([c.counts for c in chunks])
+    return tj.Corpus.from_entries(doc_ids, word_ids, counts, n_docs=gen.n_docs, n_words=gen.n_words,
+                                  empty_docs="drop")
+
+
+def cpu_device():
+    return jax.devices("cpu")[0]
+
+
+def on(device, fn, *args):
+    """``fn(*args)`` with ``device`` as JAX's default device, the arguments copied there first;
+    the outputs come back as numpy arrays (pytrees of them)."""
+    with jax.default_device(device):
+        args = jax.device_put(args, device)
+        out = fn(*args)
+        return jax.tree.map(lambda a: np.asarray(a) if isinstance(a, (jax.Array, np.ndarray)) else a, out)
+
+
+def rel_diff(a, b) -> float:
+    """max |a - b| / max |b| over all leaves (0 for equal, exact-zero references)."""
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    if len(la) != len(lb):
+        raise AssertionError(f"{len(la)} leaves against {len(lb)}")
+    worst = 0.0
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.shape != y.shape:
+            raise AssertionError(f"shape {x.shape} against {y.shape}")
+        scale = float(np.max(np.abs(y))) if y.size else 0.0
+        d = float(np.max(np.abs(x - y))) if y.size else 0.0
+        worst = max(worst, d / scale if scale > 0 else d)
+    return worst
+
+
+def median_time(fn, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ------------------------------------------------------------------------------------ checks
+def check_estep_mstep(ctx):
+    from topicjax.core import em, layout
+
+    corpus = ctx.corpora["kos"]
+    T = ctx.sizes.check_topics * 4
+    data = layout.prepare(corpus)
+    state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T)
+    step = em.make_step()
+
+    def estep(phi, theta, data):
+        from topicjax.core import estep as E
+
+        return E.expected_counts(phi, theta, data)
+
+    def one_step(state, data):
+        return step(step(state, data), data)
+
+    gpu = on(ctx.device, estep, state.phi, state.theta, data)
+    cpu = on(cpu_device(), estep, state.phi, state.theta, data)
+    rows = [("E-step: L, ∂L/∂Φ, ∂L/∂Θ (KOS)", rel_diff(gpu, cpu), 1e-4)]
+    gpu = on(ctx.device, one_step, state, data)
+    cpu = on(cpu_device(), one_step, state, data)
+    rows.append(("two EM steps (E-step + M-step): Φ, Θ", rel_diff((gpu.phi, gpu.theta), (cpu.phi, cpu.theta)), 1e-4))
+    return rows
+
+
+def check_fits(ctx):
+    from topicjax import regularizers as R
+
+    corpus = ctx.corpora["kos"]
+    T = ctx.sizes.check_topics
+    rows = []
+
+    def plsa(_):
+        m = tj.PLSA(T, max_iter=10, random_state=0, progress=False).fit(corpus)
+        return m.phi_, m.theta_
+
+    g, c = on(ctx.device, plsa, 0), on(cpu_device(), plsa, 0)
+    rows.append(("PLSA fit, 10 iterations (driver): Φ, Θ", rel_diff(g, c), 1e-3))
+
+    def plain(phi, theta):  # a plain Python regularizer (ARTM eq. 10: its term from jax.grad)
+        return 0.05 * jnp.sum(jnp.log(phi + 1e-3))
+
+    def artm(_):
+        m = tj.ARTM(T, regularizers=[plain, (R.sparse_theta(), 0.05)], max_iter=10, random_state=0,
+                    progress=False, scores=()).fit(corpus)
+        return m.phi_, m.theta_
+
+    g, c = on(ctx.device, artm, 0), on(cpu_device(), artm, 0)
+    rows.append(("ARTM fit with a plain R(Φ, Θ) and Θ sparsing: Φ, Θ", rel_diff(g, c), 1e-3))
+
+    def many(_):
+        base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.0), (R.sparse_theta(), 0.0)], max_iter=8,
+                       random_state=0, progress=False, scores=())
+        taus = np.array([[0.0, 0.0], [0.1, 0.01], [0.5, 0.05], [1.0, 0.1]])
+        return [m.phi_ for m in base.fit_many(corpus, taus, mode="vmap", batch_size=4)]
+
+    g, c = on(ctx.device, many, 0), on(cpu_device(), many, 0)
+    rows.append(("ARTM.fit_many, 4 models vmapped: Φ of each", rel_diff(g, c), 1e-3))
+
+    def ttmm(_):
+        m = tj.TTMM(3, T, max_iter=10, random_state=0, progress=False).fit(corpus)
+        return tuple(np.asarray(x) for x in (m.pi_, m.tau_, m.beta_))
+
+    g, c = on(ctx.device, ttmm, 0), on(cpu_device(), ttmm, 0)
+    rows.append(("TTMM EM fit, 10 iterations: π, τ, β", rel_diff(g, c), 1e-3))
+    return rows
+
+
+def check_lida(ctx):
+    from topicjax import lida as L
+
+    corpus = ctx.corpora["kos"]
+    K = ctx.sizes.check_topics * 4
+    rows = []
+    for variant in ("lda", "lida"):
+        tokens = L.make_tokens(corpus)
+        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                       n_rows=corpus.n_words, n_tokens=int(corpus.n_tokens), sample=())
+        hyper = dict(alpha=0.1, beta=0.01, eta=5.0, delta=1.0, gamma=50.0, xi=1.0)
+        state = L.init_state(jax.random.key(0), tokens, cfg, hyper, K)
+
+        def sweep(state, tokens):
+            return L.sweep(state, jax.random.key(1), tokens, cfg)
+
+        g = on(ctx.device, sweep, state, tokens)
+        c = on(cpu_device(), sweep, state, tokens)
+        differ = float(np.mean(g.z != c.z))
+        # the counts must be the tables of the sampled z on each device
+        for s in (g, c):
+            n_k = np.bincount(s.z, minlength=K)
+            if not np.array_equal(n_k, s.n_k) or not np.array_equal(np.asarray(s.n_wk).sum(0), n_k):
+                raise AssertionError(f"{variant}: count tables inconsistent with z")
+        rows.append((f"LIDA-family sweep, variant {variant!r} (KOS, K = {K}): share of tokens with another topic",
+                     differ, 1e-3))
+    return rows
+
+
+def check_ptm(ctx):
+    from topicjax.ptm import gem, layout as ptm_layout
+
+    corpus = ctx.corpora["kos"]
+    M = ctx.sizes.check_topics * 2
+    data = ptm_layout.prepare(corpus)
+    state = on(cpu_device(), lambda d: gem.init_state(jax.random.key(0), d, M), data)
+
+    def one(state, data):
+        s = gem.gem_step(state, data)
+        return s, gem.state_bic(s, data, "2014")
+
+    (g, g_bic), (c, c_bic) = on(ctx.device, one, state, data), on(cpu_device(), one, state, data)
+    rows = [("PTM GEM iteration: BIC (relative)", abs(g_bic - c_bic) / abs(c_bic), 1e-5)]
+    switches = float(np.mean(np.asarray(g.u) != np.asarray(c.u))) + float(np.mean(np.asarray(g.v) != np.asarray(c.v)))
+    rows.append(("PTM GEM iteration: share of word + topic switches set differently", switches, 1e-3))
+    return rows
+
+
+def check_hypergradient(ctx):
+    from topicjax import regularizers as R
+    from topicjax import tune
+
+    corpus = ctx.corpora["kos"]
+    train, valid = corpus.train_test_split(0.2, seed=0)
+    valid = valid.with_vocab(train.vocab, empty_docs="drop")
+    T = ctx.sizes.check_topics
+
+    def grad(_):
+        base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.1), (R.sparse_theta(), 0.1)], max_iter=5,
+                       random_state=0, progress=False, scores=())
+        obj = tune.heldout_perplexity(*valid.completion_split(seed=1))
+        res = tune.tune(base, train, obj, {"smooth_phi": (1e-3, 10.0), "sparse_theta": (1e-3, 3.0)}, n_steps=1,
+                        progress=False, refit=False)
+        rec = res.history[0]
+        # two leaves: the objective and the gradient are each compared at their own scale
+        return np.array([rec["objective"]]), np.array([v for k, v in rec.items() if k.startswith("grad/")])
+
+    g, c = on(ctx.device, grad, 0), on(cpu_device(), grad, 0)
+    return [("hypergradient (tuner step): objective and d/d log τ", rel_diff(g, c), 1e-3)]
+
+
+CHECKS = [check_estep_mstep, check_fits, check_lida, check_ptm, check_hypergradient]
+
+
+# ------------------------------------------------------------------------------------ diagnoses
+# Not run by default (``--only diag_lida,diag_ttmm,lda_modes``): where a check or target fails,
+# these say which step differs or what another sampler mode would give.
+def diag_lida(ctx):
+    """Which step of a LIDA-family sweep differs between the devices: the masks (topic / word
+    activations) alone, then the token assignments from the same (CPU) masks; and whether the
+    accelerator repeats itself."""
+    from topicjax import lida as L
+    from topicjax.lida import sampler as S
+
+    corpus = ctx.corpora["kos"]
+    K = ctx.sizes.check_topics * 4
+    rows = []
+    for variant in ("ftm", "sstm", "lida"):
+        tokens = L.make_tokens(corpus)
+        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                       n_rows=corpus.n_words, n_tokens=int(corpus.n_tokens), sample=())
+        hyper = dict(alpha=0.1, beta=0.01, eta=5.0, delta=1.0, gamma=50.0, xi=1.0)
+        state = L.init_state(jax.random.key(0), tokens, cfg, hyper, K)
+        key = jax.random.key(1)
+
+        def masks(state, tokens):
+            return S.mask_step(state, key, tokens, cfg)
+
+        g, g2, c = on(ctx.device, masks, state, tokens), on(ctx.device, masks, state, tokens), on(cpu_device(), masks, state, tokens)
+        row = {"variant": variant, "theta_bar_differ": int(np.sum(g[0] != c[0])), "phi_bar_differ": int(np.sum(g[1] != c[1])),
+               "overflow_gpu_cpu": [int(g[2]), int(c[2]), int(g[3]), int(c[3])],
+               "gpu_repeats_masks": bool(all(np.array_equal(a, b) for a, b in zip(g, g2))),
+               "theta_bar_on": int(np.sum(c[0])), "phi_bar_on": int(np.sum(c[1]))}
+        masked = state._replace(theta_bar=jnp.asarray(c[0]), phi_bar=jnp.asarray(c[1]), overflow_topics=jnp.asarray(c[2]),
+                                overflow_words=jnp.asarray(c[3]))
+        ncfg = S._normalised(cfg)
+        n_active = min(K, max(32, S.pow2(int(np.max(np.sum(c[0], axis=1))))))
+
+        def assign(masked, tokens):
+            return S._assign_jit(masked, key, tokens, ncfg, n_active, False).z
+
+        zg, zg2, zc = on(ctx.device, assign, masked, tokens), on(ctx.device, assign, masked, tokens), on(cpu_device(), assign, masked, tokens)
+        row["z_differ_same_masks"] = float(np.mean(zg != zc))
+        row["gpu_repeats_z"] = bool(np.array_equal(zg, zg2))
+        rows.append(row)
+        ctx.log(f"  {row}")
+    return rows
+
+
+def diag_ttmm(ctx):
+    """TTMM EM, GPU against CPU after 1, 2, 3, 5, 10 iterations, per parameter."""
+    corpus = ctx.corpora["kos"]
+    T = ctx.sizes.check_topics
+    rows = []
+    for n in (1, 2, 3, 5, 10):
+        def fit(_):
+            m = tj.TTMM(3, T, max_iter=n, tol=0.0, random_state=0, progress=False).fit(corpus)
+            return tuple(np.asarray(x) for x in (m.pi_, m.tau_, m.beta_)) + (np.asarray(m.loglik_history_),)
+
+        g, g2, c = on(ctx.device, fit, 0), on(ctx.device, fit, 0), on(cpu_device(), fit, 0)
+        row = {"iterations": n, **{k: rel_diff(a, b) for k, a, b in zip(("pi", "tau", "beta", "loglik"), g, c)},
+               "gpu_repeats": bool(all(np.array_equal(a, b) for a, b in zip(g, g2))),
+               "min_tau": float(np.min(c[1])), "min_pi": float(np.min(c[0]))}
+        rows.append(row)
+        ctx.log(f"  {row}")
+    # the EM step alone, from one initial state on both devices
+    from topicjax.ttmm import em as ttmm_em, sweeps
+
+    state = on(cpu_device(), lambda: ttmm_em.em_init(jax.random.key(0), 3, T, corpus.n_words, corpus.n_docs))
+    data = sweeps.prepare(corpus, 3)
+    for n in (1, 10):
+        def steps(state, data):
+            for _ in range(n):
+                state = ttmm_em.em_step(state, data)
+            return tuple(state.params)
+
+        g, g2, c = on(ctx.device, steps, state, data), on(ctx.device, steps, state, data), on(cpu_device(), steps, state, data)
+        row = {"em_steps_from_one_state": n, **{k: rel_diff(a, b) for k, a, b in zip(("pi", "tau", "beta"), g, c)},
+               "gpu_repeats": bool(all(np.array_equal(a, b) for a, b in zip(g, g2)))}
+        rows.append(row)
+        ctx.log(f"  {row}")
+    return rows
+
+
+def lda_modes(ctx):
+    """Tokens/s of the other LDA sampler modes on this device: the parallel sweep with one block
+    (AD-LDA over all documents at once) and the stale sweep (approximate) with two batch sizes."""
+    from dataclasses import replace
+
+    from topicjax import lida as L
+
+    corpus = ctx.corpora["kos"]
+    K = ctx.sizes.lda_k
+    N = int(corpus.n_tokens)
+    rows = []
+    for label, mode, block, batch in (("parallel, one block", "parallel", N, 65536),
+                                      ("stale, batches of 65,536", "stale", 65536, 65536),
+                                      ("stale, one batch", "stale", 65536, N)):
+        tokens = L.make_tokens(corpus, block_tokens=block)
+        cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
+                       n_tokens=N, mode=mode, sample=())
+        cfg = replace(cfg, batch=batch)
+        state = L.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0, gamma=1.0,
+                                                                 xi=1.0), K)
+        state = jax.block_until_ready(L.sweep(state, jax.random.key(1), tokens, cfg))
+        t0 = time.perf_counter()
+        for i in range(ctx.sizes.lda_sweeps):
+            state = L.sweep(state, jax.random.key(2 + i), tokens, cfg)
+        jax.block_until_ready(state)
+        s = (time.perf_counter() - t0) / ctx.sizes.lda_sweeps
+        rows.append({"sampler": label, "s_per_sweep": s, "mtok_s": N / s / 1e6, "vs_tomotopy_2w": N / s / 1e6 / TOMOTOPY_2W_MTOK})
+        ctx.log(f"  {rows[-1]}")
+    return rows
+
+
+def _spmm_pass(phi, theta, rows, cols, counts, by_word, w_ptr, d_ptr, block: int):
+    """One plain PLSA EM pass written with two sparse-dense products (a prototype for the GPU):
+    p_dw = φ_w·θ_d per non-zero (in blocks of ``block`` non-zeros: no nnz x T temporary),
+    ∂L/∂Θ = (N/P) Φ from the document-sorted CSR, ∂L/∂Φ = (N/P)ᵀ Θᵀ from the word-sorted one."""
+    from jax.experimental import sparse
+
+    W, T = phi.shape
+    D = theta.shape[1]
+    nnz = rows.shape[0]
+    pad = -nnz % block
+    r_b = jnp.pad(rows, (0, pad)).reshape(-1, block)
+    c_b = jnp.pad(cols, (0, pad)).reshape(-1, block)
+    theta_t = theta.T
+
+    def dots(args):
+        d, w = args
+        return jnp.sum(phi[w] * theta_t[d], axis=1)
+
+    p = jax.lax.map(dots, (r_b, c_b)).reshape(-1)[:nnz]
+    ratio = counts / jnp.maximum(p, 1e-30)
+    by_doc = sparse.BCSR((ratio, cols, d_ptr), shape=(D, W), indices_sorted=True, unique_indices=True)
+    by_w = sparse.BCSR((ratio[by_word], rows[by_word], w_ptr), shape=(W, D), indices_sorted=True, unique_indices=True)
+    g_theta = (by_doc @ phi).T
+    g_phi = by_w @ theta_t
+    n_wt, n_td = phi * g_phi, theta * g_theta
+    return n_wt / jnp.maximum(n_wt.sum(0), 1e-30), n_td / jnp.maximum(n_td.sum(0), 1e-30)
+
+
+def estep_variants(ctx):
+    """The PLSA pass on this device with larger layout chunks (fewer loop iterations) and as a
+    sparse-dense-product prototype (:func:`_spmm_pass`), KOS / 20NG / NYTimes-sized, T = 100."""
+    from topicjax.core import em, layout
+
+    T = 100 if not ctx.sizes.dry else 8
+    rows_out = []
+    cases = [(n, c) for n, c in ctx.corpora.items()]
+    for name, corpus in cases:
+        step = em.make_step()
+        state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T)
+        ref = None
+        for mult in (1, 4, 16, 0):
+            chunk = layout.ACCEL_CHUNK * mult if mult else int(corpus.nnz) + layout.PIECE
+            data = layout.prepare(corpus, chunk=chunk)
+            box = [jax.block_until_ready(step(state, data))]
+            ref = box[0] if ref is None else ref
+
+            def one():
+                box[0] = step(box[0], data)
+                return box[0].phi
+
+            ms = median_time(one, ctx.sizes.rounds) * 1e3
+            rows_out.append({"corpus": name, "variant": f"sliced, chunk {chunk:,}", "ms": ms})
+            ctx.log(f"  {rows_out[-1]}")
+        rows = jnp.asarray(corpus.doc_ids.astype(np.int32))
+        cols = jnp.asarray(corpus.word_ids.astype(np.int32))
+        counts = jnp.asarray(corpus.counts.astype(np.float32))
+        order = np.argsort(corpus.word_ids, kind="stable").astype(np.int32)
+        w_ptr = jnp.asarray(np.concatenate([[0], np.cumsum(np.bincount(corpus.word_ids, minlength=corpus.n_words))]).astype(np.int32))
+        d_ptr = jnp.asarray(np.asarray(corpus.doc_offsets).astype(np.int32))
+        by_word = jnp.asarray(order)
+        for block in (65536, 1 << 20):
+            f = jax.jit(lambda ph, th: _spmm_pass(ph, th, rows, cols, counts, by_word, w_ptr, d_ptr, block))
+            try:
+                out = jax.block_until_ready(f(state.phi, state.theta))
+                diff = rel_diff((out[0], out[1]), (ref.phi, ref.theta))
+                box = [out]
+
+                def one():
+                    box[0] = f(*box[0])
+                    return box[0][0]
+
+                ms = median_time(one, ctx.sizes.rounds) * 1e3
+                rows_out.append({"corpus": name, "variant": f"SpMM prototype, p in blocks of {block:,}", "ms": ms,
+                                 "rel_diff_vs_sliced": diff})
+            except Exception as e:
+                rows_out.append({"corpus": name, "variant": f"SpMM prototype, blocks {block}", "error": repr(e)[:300]})
+            ctx.log(f"  {rows_out[-1]}")
+    return rows_out
+
+
+DIAGNOSES = [("diag_lida", diag_lida), ("diag_ttmm", diag_ttmm), ("lda_modes", lda_modes), ("estep_variants", estep_variants)]
+
+
+# ------------------------------------------------------------------------------------ timings
+def time_passes(ctx):
+    from topicjax.core import em, layout
+
+    rows = []
+    for name in ("kos", "20ng"):
+        corpus = ctx.corpora[name]
+        data = layout.prepare(corpus)
+        step = em.make_step()
+        for T in ctx.sizes.topics:
+            state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T)
+            t0 = time.perf_counter()
+            state = jax.block_until_ready(step(state, data))
+            first = time.perf_counter() - t0
+            box = [state]
+
+            def one():
+                box[0] = step(box[0], data)
+                return box[0].phi
+
+            s = median_time(one, ctx.sizes.rounds)
+            rows.append({"corpus": name, "T": T, "nnz": int(corpus.nnz), "ms": s * 1e3, "first_s": first})
+            ctx.log(f"pass {name} T={T}: {s * 1e3:.3f} ms (first call {first:.2f} s)")
+    return rows
+
+
+def nytimes_layout(ctx):
+    """The sliced layout (numpy) of a generated NYTimes-sized corpus, built chunk by chunk."""
+    from topicjax.core import layout
+
+    gen = synthetic.LDAGenerator(**ctx.sizes.nytimes, n_topics=100, seed=0)
+    t0 = time.perf_counter()
+    parts = list(gen.chunks(20_000 if not ctx.sizes.dry else 100))
+    offsets = np.concatenate([[0]] + [p.offsets[1:] + sum(q.offsets[-1] for q in parts[:i])
+                                      for i, p in enumerate(parts)])
+    word_ids = np.concatenate([p.word_ids for p in parts])
+    counts = np.concatenate([p.counts for p in parts])
+    gen_s = time.perf_counter() - t0
+    del parts
+    k = layout.ACCEL_CHUNK // layout.PIECE
+    arrays = layout.sliced_layout(offsets, word_ids, counts, layout.PIECE, k)
+    info = {"docs": gen.n_docs, "words": gen.n_words, "nnz": int(word_ids.size), "tokens": int(counts.sum()),
+            "generate_s": gen_s, "layout_s": time.perf_counter() - t0 - gen_s}
+    return arrays, info
+
+
+def time_nytimes(ctx):
+    from topicjax.core import em, layout
+
+    arrays, info = nytimes_layout(ctx)
+    T = 100 if not ctx.sizes.dry else 8
+    need = sum(a.nbytes for a in arrays) + 3 * 4 * T * (info["docs"] + info["words"]) * 2
+    free = device_free_bytes(ctx.device)
+    info.update(T=T, need_bytes=need, free_bytes=free)
+    if free is not None and need > 0.8 * free:
+        info["skipped"] = f"needs about {need / 2**30:.1f} GiB, the device has {free / 2**30:.1f} GiB free"
+        return info
+    data = layout.DocWordCounts(*(jnp.asarray(a) for a in arrays))
+    del arrays
+    step = em.make_step()
+    state = em.init(jax.random.key(0), info["words"], info["docs"], T)
+    t0 = time.perf_counter()
+    state = jax.block_until_ready(step(state, data))
+    info["first_s"] = time.perf_counter() - t0
+    box = [state]
+
+    def one():
+        box[0] = step(box[0], data)
+        return box[0].phi
+
+    info["pass_s"] = median_time(one, 3 if ctx.sizes.dry else 5)
+    try:
+        compiled = jax.jit(lambda s, d: step(s, d)).lower(box[0], data).compile()
+        ma = compiled.memory_analysis()
+        info["temp_bytes"] = int(ma.temp_size_in_bytes)
+    except Exception as e:  # memory_analysis is not on every backend
+        info["temp_bytes"] = f"unavailable ({type(e).__name__})"
+    ctx.log(f"NYTimes-sized pass T={T}: {info['pass_s']:.4f} s ({info['nnz']:,} non-zeros)")
+    return info
+
+
+def device_free_bytes(device):
+    try:
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    except Exception:
+        pass
+    return None
+
+
+def time_grid(ctx):
+    import bench_grid
+
+    corpus = ctx.corpora["kos"]
+    G, T, iters = ctx.sizes.grid_models, ctx.sizes.grid_topics, ctx.sizes.grid_iters
+    taus = bench_grid.grid_taus(G)
+    seq, seq_warm, seq_models = bench_grid.run_sequential(corpus, T, taus, iters)
+    grid, first, models = bench_grid.run_grid(corpus, T, taus, iters, f"vmap:{G}")
+    diff = max(float(np.abs(m.phi_ - s.phi_).max()) for m, s in zip(models, seq_models))
+    ctx.log(f"grid {G} models: sequential {seq:.2f} s, fit_many {grid:.2f} s (first {first:.2f} s)")
+    return {"corpus": "kos", "models": G, "T": T, "iterations": iters, "sequential_s": seq,
+            "sequential_first_fit_s": seq_warm, "grid_s": grid, "grid_first_s": first, "speedup": seq / grid,
+            "max_phi_diff": diff}
+
+
+def time_lda(ctx):
+    import bench_lda_tomotopy as B
+
+    corpus = ctx.corpora["kos"]
+    K = ctx.sizes.lda_k
+    rows = []
+    for label, block, mh in (("default blocks", 65536, 0), ("default blocks, 2 MH steps", 65536, 2),
+                             ("4 blocks", -(-int(corpus.n_tokens) // 4), 0)):
+        sampler = B.Ours(corpus, K, 0.1, 0.01, "parallel", mh, block, seed=0, backend="xla")
+        sampler.run(1)  # warm
+        secs = [sampler.run(ctx.sizes.lda_sweeps) for _ in range(2)]
+        s = min(secs) / ctx.sizes.lda_sweeps
+        mtok = corpus.n_tokens / s / 1e6
+        rows.append({"sampler": label, "block_tokens": block, "mh_steps": mh, "s_per_sweep": s, "mtok_s": mtok,
+                     "vs_tomotopy_2w": mtok / TOMOTOPY_2W_MTOK})
+        ctx.log(f"LDA sweep {label}: {mtok:.2f} M tokens/s")
+    return rows
+
+
+def time_ptm(ctx):
+    from topicjax.ptm import gem, layout as ptm_layout
+
+    corpus = ctx.corpora["20ng"]
+    M = ctx.sizes.ptm_m
+    t0 = time.perf_counter()
+    data = ptm_layout.prepare(corpus)
+    state = gem.init_state(jax.random.key(0), data, M)
+    state = jax.block_until_ready(gem.gem_step(state, data))
+    first = time.perf_counter() - t0
+    box = [state]
+
+    def one():
+        box[0] = gem.gem_step(box[0], data)
+        return box[0].beta
+
+    s = median_time(one, 3)
+    ctx.log(f"PTM GEM iteration 20NG M={M}: {s:.3f} s")
+    return {"corpus": "20ng", "M": M, "gem_iteration_s": s, "prepare_init_first_s": first}
+
+
+def time_tuner(ctx):
+    from topicjax import regularizers as R
+    from topicjax import tune
+
+    corpus = ctx.corpora["kos"]
+    train, valid = corpus.train_test_split(0.1, seed=0)
+    valid = valid.with_vocab(train.vocab, empty_docs="drop")
+    T, iters = ctx.sizes.tune_topics, ctx.sizes.tune_iters
+    base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.1), (R.sparse_theta(), 0.1), (R.decorrelate(), 1.0)],
+                   max_iter=iters, random_state=0, progress=False, scores=())
+    obj = tune.heldout_perplexity(*valid.completion_split(seed=1))
+    scale = train.n_tokens / T ** 2
+    box = {"smooth_phi": (1e-3, 10.0), "sparse_theta": (1e-3, 3.0), "decorrelate": (1e-2 * scale, 1e1 * scale)}
+    res = tune.tune(base, train, obj, box, n_steps=4, progress=False, refit=False)
+    secs = [r["seconds"] for r in res.history]
+    ctx.log(f"tuner step KOS T={T}, {iters} iterations: {statistics.median(secs[1:]):.3f} s")
+    return {"corpus": "kos", "T": T, "iterations": iters, "step_s": statistics.median(secs[1:]), "first_step_s": secs[0]}
+
+
+TIMINGS = [("passes", time_passes), ("nytimes", time_nytimes), ("grid", time_grid), ("lda", time_lda),
+           ("ptm", time_ptm), ("tuner", time_tuner)]
+
+
+# ------------------------------------------------------------------------------------ profile
+def summarize_trace(folder: Path, top: int = 12) -> list[dict]:
+    """The busiest device operations of a ``jax.profiler`` trace (its Perfetto JSON): total and
+    count per name on the accelerator's streams (every process when no device process is named)."""
+    files = sorted(folder.rglob("*.trace.json.gz")) + sorted(folder.rglob("perfetto_trace.json.gz"))
+    if not files:
+        raise FileNotFoundError(f"no trace JSON under {folder}: {[str(p) for p in folder.rglob('*')][:10]}")
+    with gzip.open(files[-1], "rt") as fh:
+        events = json.load(fh)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    names = {e.get("pid"): e.get("args", {}).get("name", "") for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    device_pids = {p for p, n in names.items() if re.search(r"gpu|device|stream|cuda", str(n), re.I)
+                   and not re.search(r"host|cpu", str(n), re.I)}
+    totals: dict = {}
+    for e in events:
+        if e.get("ph") != "X" or (device_pids and e.get("pid") not in device_pids):
+            continue
+        if str(e.get("name", "")).startswith("$"):  # the Python tracer's host frames
+            continue
+        name = str(e.get("name", "?"))[:80]
+        t = totals.setdefault(name, [0.0, 0])
+        t[0] += float(e.get("dur", 0.0))
+        t[1] += 1
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    all_us = sum(v[0] for v in totals.values()) or 1.0
+    return [{"name": n, "ms": v[0] / 1e3, "count": v[1], "share": v[0] / all_us} for n, v in rows]
+
+
+def profile(ctx):
+    from topicjax import lida as L
+    from topicjax.core import em, layout
+
+    corpus = ctx.corpora["kos"]
+    T = 100 if not ctx.sizes.dry else 8
+    data = layout.prepare(corpus)
+    step = em.make_step()
+    state = jax.block_until_ready(step(em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T), data))
+    tokens = L.make_tokens(corpus)
+    K = ctx.sizes.lda_k
+    cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
+                   n_tokens=int(corpus.n_tokens), sample=(), unroll=8 if ctx.backend == "gpu" else 1)
+    lstate = L.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0,
+                                                              gamma=1.0, xi=1.0), K)
+    lstate = jax.block_until_ready(L.sweep(lstate, jax.random.key(1), tokens, cfg))
+    out = {}
+    for label, run in (("PLSA pass, KOS T=100, 10 passes", lambda s: step(s, data)),
+                       ("LDA sweep, KOS K=100, 3 sweeps", None)):
+        folder = Path(tempfile.mkdtemp(prefix="tj-trace-"))
+        with jax.profiler.trace(str(folder), create_perfetto_trace=True):
+            if run is not None:
+                s = state
+                for _ in range(10):
+                    s = run(s)
+                jax.block_until_ready(s)
+            else:
+                s = lstate
+                for i in range(3):
+                    s = L.sweep(s, jax.random.key(2 + i), tokens, cfg)
+                jax.block_until_ready(s)
+        out[label] = summarize_trace(folder)
+        if ctx.out_dir is not None:
+            for f in list(folder.rglob("perfetto_trace.json.gz"))[:1]:
+                tag = "plsa" if run is not None else "lda"
+                (ctx.out_dir / f"trace_{tag}.json.gz").write_bytes(f.read_bytes())
+    return out
+
+
+# ------------------------------------------------------------------------------------ report
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.sizes = Sizes(args.dry_run)
+        self.device = jax.devices()[0]
+        self.backend = jax.default_backend()
+        self.notes: list[str] = []
+        self.results: dict = {"checks": [], "timings": {}, "profile": {}, "errors": {}, "skipped": []}
+        self.t0 = time.perf_counter()
+        self.out_dir = Path(args.out_dir) if args.out_dir else None
+        self.corpora = None
+
+    def log(self, msg):
+        print(f"[{time.perf_counter() - self.t0:6.1f} s] {msg}", flush=True)
+
+    def over_budget(self) -> bool:
+        return time.perf_counter() - self.t0 > self.args.budget
+
+
+def fmt(x, spec=".3g"):
+    return format(x, spec) if isinstance(x, (int, float)) else str(x)
+
+
+def write_report(ctx, path: Path, argv):
+    r = ctx.results
+    dev = ctx.device
+    lines = [
+        f"# Device check: {dev.device_kind} ({ctx.backend})" + (" — DRY RUN (CPU, tiny sizes)" if ctx.sizes.dry else ""),
+        "",
+        f"Command: `{' '.join(shlex.quote(a) for a in ['python', 'experiments/device_check.py', *argv])}`",
+        "",
+        f"Date: {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}.  Device: {dev.device_kind} ({dev.platform}), "
+        f"{len(jax.devices())} device(s).  jax {jax.__version__}, jaxlib {_jaxlib_version()}, "
+        f"numpy {np.__version__}, Python {platform.python_version()}, host {platform.machine()} with {os.cpu_count()} CPUs.  "
+        f"Load average at the start: {ctx.results.get('load_start', '?')}.  Elapsed: {time.perf_counter() - ctx.t0:.0f} s.",
+        "",
+    ]
+    if ctx.notes:
+        lines += ["Notes: " + " ".join(ctx.notes), ""]
+    lines += ["## 1. Checks: the accelerator against the host CPU (float32)", "",
+              "| computation | difference | tolerance | ok |", "|---|---|---|---|"]
+    for name, diff, tol in r["checks"]:
+        lines.append(f"| {name} | {diff:.2e} | {tol:.0e} | {'yes' if diff <= tol else '**NO**'} |")
+    lines.append("")
+    t = r["timings"]
+    lines += ["## 2. Timings (warm-up and compilation excluded)", ""]
+    if "passes" in t:
+        lines += ["### PLSA EM pass (one E-step + M-step of `em.make_step`, median of "
+                  f"{ctx.sizes.rounds})", "", "| corpus | non-zeros | T | ms per pass | first call (s) |", "|---|---|---|---|---|"]
+        lines += [f"| {p['corpus']} | {p['nnz']:,} | {p['T']} | {p['ms']:.3f} | {p['first_s']:.2f} |" for p in t["passes"]]
+        lines.append("")
+    if "nytimes" in t:
+        n = t["nytimes"]
+        lines += ["### NYTimes-sized generated corpus (`topicjax.data.synthetic`, preset `nytimes`)", ""]
+        lines.append(f"{n.get('docs', '?'):,} documents, {n.get('words', '?'):,} words, {n.get('nnz', 0):,} non-zeros, "
+                     f"{n.get('tokens', 0):,} tokens; generated in {fmt(n.get('generate_s'))} s, layout "
+                     f"{fmt(n.get('layout_s'))} s (host).  " + (f"Skipped: {n['skipped']}." if "skipped" in n else
+                     f"T = {n['T']}: **{n['pass_s']:.4f} s per pass** (first call {n['first_s']:.1f} s); temporaries "
+                     f"of the compiled step: {fmt(n.get('temp_bytes'), ',')} bytes."))
+        lines.append("")
+    if "grid" in t:
+        g = t["grid"]
+        lines += ["### Many models in one call", "",
+                  f"KOS, ARTM (Φ smoothing + Θ sparsing on a τ grid), T = {g['T']}, {g['iterations']} iterations: "
+                  f"{g['models']} sequential `ARTM.fit` calls {g['sequential_s']:.2f} s (first, compiling fit "
+                  f"{g['sequential_first_fit_s']:.2f} s); one `fit_many(mode='vmap', batch_size={g['models']})` "
+                  f"{g['grid_s']:.2f} s (first call {g['grid_first_s']:.2f} s): **{g['speedup']:.2f}x** end to end; "
+                  f"max |ΔΦ| against the sequential fits {g['max_phi_diff']:.1e}.", ""]
+    if "lda" in t:
+        lines += ["### LDA Gibbs sweep (XLA parallel sweep, KOS, K = " f"{ctx.sizes.lda_k})", "",
+                  "| sampler | block tokens | s per sweep | M tokens/s | ÷ tomotopy 2 workers (CPU, "
+                  f"{TOMOTOPY_2W_MTOK} M tokens/s) |", "|---|---|---|---|---|"]
+        lines += [f"| {x['sampler']} | {x['block_tokens']:,} | {x['s_per_sweep']:.4f} | {x['mtok_s']:.2f} | "
+                  f"{x['vs_tomotopy_2w']:.2f} |" for x in t["lda"]]
+        lines.append("")
+    if "ptm" in t:
+        p = t["ptm"]
+        lines += [f"### PTM: one GEM iteration on 20 Newsgroups, M = {p['M']}: **{p['gem_iteration_s']:.3f} s** "
+                  f"(layout, initialisation and the first, compiling iteration {p['prepare_init_first_s']:.1f} s)", ""]
+    if "tuner" in t:
+        u = t["tuner"]
+        lines += [f"### Tuner: one step (hypergradient through {u['iterations']} EM iterations, KOS, T = {u['T']}, "
+                  f"three coefficients): **{u['step_s']:.3f} s** (first, compiling step {u['first_step_s']:.1f} s)", ""]
+    lines += ["## 3. Issue 30's targets", "", "| target | measured | met |", "|---|---|---|"]
+    for row in targets_table(ctx):
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    if r["profile"]:
+        lines += ["## 4. Profile (`jax.profiler` trace: the busiest device operations)", ""]
+        for label, rows in r["profile"].items():
+            lines += [f"**{label}**", "", "| operation | ms | count | share |", "|---|---|---|---|"]
+            lines += [f"| `{x['name']}` | {x['ms']:.3f} | {x['count']} | {x['share']:.1%} |" for x in rows]
+            lines.append("")
+    if r.get("diagnoses"):
+        lines += render_diagnoses(r["diagnoses"])
+    if r["errors"]:
+        lines += ["## Errors", ""]
+        for k, v in r["errors"].items():
+            lines += [f"**{k}**", "", "```", v.strip()[-3000:], "```", ""]
+    if r["skipped"]:
+        lines += [f"Skipped (over the {ctx.args.budget:.0f} s budget): {', '.join(r['skipped'])}.", ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    path.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
+
+
+def render_diagnoses(diagnoses: dict) -> list[str]:
+    """Markdown tables of the diagnoses' rows (lists of flat dicts)."""
+    lines = ["## Diagnoses", ""]
+    for name, rows in diagnoses.items():
+        keys = list(dict.fromkeys(k for row in rows for k in row))
+        lines += [f"**{name}**", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+        for row in rows:
+            lines.append("| " + " | ".join(fmt(row.get(k, ""), ".3g") if isinstance(row.get(k), float)
+                                           else str(row.get(k, "")) for k in keys) + " |")
+        lines.append("")
+    return lines
+
+
+def _jaxlib_version() -> str:
+    try:
+        import jaxlib
+
+        return str(jaxlib.__version__)
+    except Exception:
+        return "?"
+
+
+def targets_table(ctx):
+    t = ctx.results["timings"]
+    rows = []
+    kos = [p for p in t.get("passes", []) if p["corpus"] == "kos" and p["T"] == 100]
+    if kos:
+        v = kos[0]["ms"]
+        rows.append(["KOS T=100 pass <= 0.3 ms (H100)", f"{v:.3f} ms", "yes" if v <= TARGETS["kos_t100_pass_ms"] else "no"])
+    n = t.get("nytimes", {})
+    if "pass_s" in n:
+        rows.append(["NYTimes-sized pass <= 0.1 s", f"{n['pass_s']:.4f} s",
+                     "yes" if n["pass_s"] <= TARGETS["nytimes_pass_s"] else "no"])
+    if "grid" in t:
+        v = t["grid"]["speedup"]
+        rows.append(["32-model grid >= 10x sequential, end to end", f"{v:.2f}x", "yes" if v >= TARGETS["grid_speedup"] else "no"])
+    if t.get("lda"):
+        v = max(x["vs_tomotopy_2w"] for x in t["lda"])
+        rows.append(["LDA sweep >= 10x tomotopy's 2-worker CPU throughput", f"{v:.2f}x (best sampler)",
+                     "yes" if v >= TARGETS["lda_vs_tomotopy"] else "no"])
+    return rows
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dry-run", action="store_true", help="the same code on CPU with tiny sizes, in seconds")
+    ap.add_argument("--out", default=None, help="report path (default experiments/results/gpu_<date>_<device>.md)")
+    ap.add_argument("--out-dir", default=None, help="also copy the report, its JSON and the traces here")
+    ap.add_argument("--budget", type=float, default=420.0, help="seconds after which no new section starts")
+    ap.add_argument("--only", default=None, help="comma-separated sections: checks, passes, nytimes, grid, lda, ptm, "
+                                                 "tuner, profile")
+    args = ap.parse_args(argv)
+    ctx = Context(args)
+    ctx.results["load_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    kind = re.sub(r"[^A-Za-z0-9]+", "-", ctx.device.device_kind).strip("-").lower()
+    today = _dt.date.today().isoformat()
+    if args.out:
+        out = Path(args.out)
+    elif args.dry_run:
+        out = Path(tempfile.mkdtemp(prefix="tj-devcheck-")) / f"gpu_{today}_{kind}_dry.md"
+    else:
+        out = ROOT / "experiments" / "results" / f"gpu_{today}_{kind}.md"
+    if ctx.out_dir is not None:
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(",")) if args.only else None
+    ctx.log(f"device {ctx.device.device_kind} ({ctx.backend}); jax {jax.__version__}; report {out}")
+    ctx.corpora = load_corpora(ctx.sizes, ctx.notes)
+    ctx.log("corpora: " + ", ".join(f"{k} {c.n_docs} docs {c.nnz} nnz" for k, c in ctx.corpora.items()))
+
+    def save():
+        write_report(ctx, out, argv)
+        if ctx.out_dir is not None and ctx.out_dir.resolve() != out.parent.resolve():
+            for p in (out, out.with_suffix(".json")):
+                (ctx.out_dir / p.name).write_bytes(p.read_bytes())
+
+    sections = [(f.__name__, "checks", f) for f in CHECKS] + [(n, n, f) for n, f in TIMINGS] + [("profile", "profile", profile)]
+    if only is not None:  # the diagnoses run only when named
+        sections += [(n, "diagnoses", f) for n, f in DIAGNOSES]
+    failed = False
+    for name, group, fn in sections:
+        if only is not None and group not in only and name not in only:
+            continue
+        if ctx.over_budget():
+            ctx.results["skipped"].append(name)
+            continue
+        ctx.log(f"{name} ...")
+        try:
+            value = fn(ctx)
+            if group == "checks":
+                ctx.results["checks"].extend(value)
+                for row in value:
+                    ctx.log(f"  {row[0]}: {row[1]:.2e} (tolerance {row[2]:.0e})")
+                    failed |= not row[1] <= row[2]
+            elif group == "profile":
+                ctx.results["profile"] = value
+            elif group == "diagnoses":
+                ctx.results.setdefault("diagnoses", {})[name] = value
+            else:
+                ctx.results["timings"][name] = value
+        except Exception:
+            ctx.results["errors"][name] = traceback.format_exc()
+            ctx.log(f"  {name} FAILED:\n{traceback.format_exc()[-2000:]}")
+            failed = True
+        save()
+    ctx.log(f"done; report {out}")
+    print(out.read_text())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
