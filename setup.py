@@ -20,6 +20,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import SetupError
 
 HERE = Path(__file__).resolve().parent
 SOURCES = sorted((HERE / "csrc").glob("*"))
@@ -40,10 +41,19 @@ def jaxlib_include() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "include")
 
 
+def native() -> bool:
+    """``TOPICJAX_NATIVE``: ``1`` (default; blank counts as unset) builds for this machine's CPU
+    (``-march=native``), ``0`` for any CPU of its kind; anything else stops the build with one line."""
+    raw = os.environ.get("TOPICJAX_NATIVE", "").strip() or "1"
+    if raw not in ("0", "1"):
+        raise SetupError(f"TOPICJAX_NATIVE must be one of '0', '1', got {os.environ['TOPICJAX_NATIVE']!r}")
+    return raw == "1"
+
+
 class BuildKernel(build_ext):
     def build_extensions(self):
         flags = ["-std=c++17", "-O3", "-fopenmp-simd", "-fno-math-errno", "-fvisibility=hidden"]
-        if os.environ.get("TOPICJAX_NATIVE", "1") != "0" and self.compiler.compiler_type == "unix":
+        if native() and self.compiler.compiler_type == "unix":
             if self._accepts("-march=native"):
                 flags.append("-march=native")
         desc = " ".join(flags)

@@ -66,7 +66,7 @@ from topicjax.data.corpus import Corpus
 from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, save_folder
 
 __all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array",
-           "SCORE_SEED", "completion_corpus", "is_placeholder_vocab"]
+           "SCORE_SEED", "completion_corpus", "is_placeholder_vocab", "refuse_documents"]
 
 #: seed of the split of :meth:`TopicModelBase.score`: fixed, so that every model (every candidate
 #: of a grid search, whatever its ``random_state``) is scored on the same halves of the documents
@@ -93,12 +93,44 @@ def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> C
         return X
     import scipy.sparse as sp
 
+    refuse_documents(X, what=what)
     if sp.issparse(X):
         return Corpus.from_sparse(X, vocab=vocab, empty_docs=empty_docs)
     arr = np.asarray(X)
     if arr.ndim != 2:
         raise ValueError(f"{what} must be a Corpus or a (documents x words) matrix, got shape {arr.shape}")
     return Corpus.from_dense(arr, vocab=vocab, empty_docs=empty_docs)
+
+
+def _some(items, n: int = 3) -> str:
+    """``'a', 'b', 'c' and 4 more``, for messages."""
+    more = f" and {len(items) - n} more" if len(items) > n else ""
+    return ", ".join(repr(x) for x in items[:n]) + more
+
+
+def refuse_documents(X, where: str | None = None, what: str = "X") -> None:
+    """A clear ``TypeError`` when ``X`` holds documents as text (a string, a list of strings or of
+    token lists) or as gensim bags of words (lists of ``(word_id, count)``) instead of a count
+    matrix: scikit-learn would say "could not convert string to float" or "Expected 2D array".
+    ``where`` (the method, e.g. ``"PLSA.fit"``) starts the message."""
+    head = f"{where}: {what}" if where else what
+    if isinstance(X, (str, bytes)):
+        raise TypeError(f"{head} is a single string; give a Corpus, e.g. tj.Corpus.from_texts([text, ...]), or put a "
+                        "CountVectorizer before the model in a Pipeline")
+    if not (isinstance(X, (list, tuple)) or getattr(X, "ndim", None) == 1) or len(X) == 0:
+        return
+    first = next(iter(X))
+    if isinstance(first, (str, bytes)):
+        raise TypeError(f"{head} is a list of {len(X)} texts, not a count matrix; give a Corpus "
+                        "(tj.Corpus.from_texts(texts, stop_words='english')) or put a CountVectorizer before the "
+                        "model in a Pipeline")
+    if isinstance(first, (list, tuple)) and first and all(isinstance(t, (str, bytes)) for t in first):
+        raise TypeError(f"{head} is a list of {len(X)} tokenised documents (lists of words), not a count matrix; "
+                        "give a Corpus (tj.Corpus.from_texts([' '.join(doc) for doc in X])) or put a "
+                        "CountVectorizer(analyzer=lambda doc: doc) before the model in a Pipeline")
+    if isinstance(first, (list, tuple)) and first and all(isinstance(t, tuple) and len(t) == 2 for t in first):
+        raise TypeError(f"{head} is a list of {len(X)} bags of words ((word_id, count) pairs, as gensim writes "
+                        "them), not a count matrix; give a Corpus: tj.Corpus.from_lists(X, vocab=...)")
 
 
 def is_placeholder_vocab(vocab) -> bool:
@@ -228,6 +260,9 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
             return X
         from sklearn.utils.validation import check_non_negative, validate_data
 
+        refuse_documents(X, f"{type(self).__name__}.{method}")
+        if not reset:
+            X = self._frame_in_vocab_order(X)
         shape = getattr(X, "shape", None)
         if not reset and shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
             raise ValueError(
@@ -239,6 +274,37 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         vocab = [str(v) for v in names] if reset and names is not None else (None if reset else self.vocab_)
         return as_corpus(M, vocab=vocab, empty_docs=empty_docs)
+
+    def _frame_in_vocab_order(self, X):
+        """A DataFrame whose columns are words (strings), with its columns in the order of
+        ``vocab_``: columns are matched by name, never by position; a word of the model without a
+        column, a column that is not a word of the model or a column twice is an error naming
+        them.  Anything else (a matrix, a DataFrame with positional columns, a model fitted on a
+        matrix, whose words are placeholders) is returned as it is."""
+        columns = getattr(X, "columns", None)
+        if columns is None or not hasattr(X, "loc") or not all(isinstance(c, str) for c in columns):
+            return X
+        vocab = list(self.vocab_)
+        if is_placeholder_vocab(vocab):
+            return X
+        have, known = set(columns), set(vocab)
+        missing = [w for w in vocab if w not in have]
+        extra = [c for c in columns if c not in known]
+        twice = sorted({c for c in columns if list(columns).count(c) > 1}) if len(have) < len(columns) else []
+        if missing or extra or twice:
+            parts = [f"{len(ws)} {what} ({_some(ws)})" for ws, what in
+                     ((missing, "of the model's words have no column"), (extra, "columns are not words of the model"),
+                      (twice, "columns appear twice")) if ws]
+            raise ValueError(f"the columns of X (its feature names) are matched to the model's words by name: "
+                             f"{'; '.join(parts)}; give one column per word of vocab_ (X.reindex(columns=model.vocab_, "
+                             "fill_value=0)), or a Corpus re-indexed with corpus.with_vocab(model.vocab_)")
+        aligned = X if list(columns) == vocab else X.loc[:, vocab]
+        if hasattr(self, "feature_names_in_"):  # fitted on a DataFrame: scikit-learn checks the names again
+            return aligned
+        try:  # fitted on a Corpus: the names are used here, so scikit-learn need not warn that it ignores them
+            return aligned.sparse.to_coo()
+        except AttributeError:  # not every column sparse
+            return aligned.to_numpy()
 
     def _train_corpus(self, X) -> Corpus:
         corpus = self._as_corpus(X, reset=True, method="fit")
@@ -336,6 +402,7 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         so): give it a Corpus, a DataFrame with word columns, or, in a ``Pipeline``, wrap the
         vectorizer in :class:`topicjax.data.CorpusVectorizer`."""
         self._check_fitted()
+        n = check_int(n, "n", 1)  # top_words(-3) would be every word but the last 3
         if is_placeholder_vocab(self.vocab_):
             warnings.warn(f"this {type(self).__name__} was fitted on a matrix without word names, so its words are "
                           "the placeholders w0, w1, ...; fit it on a Corpus, a DataFrame with word columns, or wrap "
@@ -496,7 +563,9 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return load_folder(path)
 
     def save(self, path) -> None:
-        """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip."""
+        """Save the fitted model to folder ``path`` (``arrays.npz`` + ``meta.json``); exact round trip.
+        Only a new folder, an empty one or one holding a saved model (replaced; other files in it
+        kept) is written; anything else is refused (:func:`topicjax.persistence.save_folder`)."""
         self._write(path, *self._save_contents())
 
     def _saved_sizes(self) -> dict:

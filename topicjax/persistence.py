@@ -5,6 +5,16 @@ vocabulary, score histories).  Every model of the package saves through :func:`s
 loads through :func:`load_folder`; the ``"model"`` key of the metadata names the class so that
 :func:`load` can dispatch.
 
+What a save may overwrite: a new folder is created; an empty folder is filled; a folder that
+holds a topicjax model (``meta.json`` naming a model and its ``format_version``, beside
+``arrays.npz``) has those two files replaced, atomically, and everything else in it (notes,
+reports, sub-folders the user put there) is kept.  Anything else -- ``.``, ``..``, a file, any
+other non-empty folder -- is refused with :class:`SaveRefusedError` before anything is written.
+Saves to one folder take its lock (``.NAME.lock`` beside it, an ``flock`` that dies with its
+process): a second save while one runs is refused, and whoever next holds the lock (a save, or a
+load that finds leftovers) removes what killed saves left, finishing a replacement killed between
+its two renames (the two files carry one ``save_id``, so a reader never mixes two saves).
+
 >>> import tempfile, numpy as np
 >>> d = tempfile.mkdtemp()
 >>> save_folder(d, {"phi": np.eye(2)}, {"model": "Example", "n": 2})
@@ -15,24 +25,46 @@ loads through :func:`load_folder`; the ``"model"`` key of the metadata names the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import re
+import secrets
 import shutil
-import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: saves are not locked and leftovers are not removed
+    fcntl = None
+
 __all__ = ["save_folder", "load_folder", "load", "jsonable", "FORMAT_VERSION", "SavedModelError", "ArraySpec",
-           "check_arrays", "check_meta"]
+           "check_arrays", "check_meta", "check_save_target", "SaveRefusedError", "holds_model"]
 
 FORMAT_VERSION = 1
+
+#: the array of ``arrays.npz`` holding the save's id (``meta.json`` has it as ``save_id``)
+SAVE_ID_ARRAY = "__save_id__"
+_SAVE_ID = re.compile(r"[0-9a-f]{16}\Z")
+#: hidden files of a save in progress inside a model folder (``.meta.json.saving-ID``, ...)
+_PENDING = (".arrays.npz.saving-", ".meta.json.saving-")
+#: seconds a save waits for a folder's lock (held briefly by a load that cleans up) before refusing
+LOCK_PATIENCE = 0.5
 
 
 class SavedModelError(ValueError):
     """A saved model folder whose contents are not a valid model of the class loading it (the
     message names the folder and the field)."""
+
+
+class SaveRefusedError(ValueError):
+    """A save refused before anything was written: its folder is ``.``, a file, a folder holding
+    something other than a topicjax model, or one that another process is saving to."""
 
 
 def jsonable(x):
@@ -50,38 +82,300 @@ def jsonable(x):
     return x
 
 
-def save_folder(path, arrays: dict, meta: dict) -> None:
-    """Write ``arrays`` (name -> array, ``None`` values skipped) and JSON ``meta`` to folder ``path``,
-    atomically: both files are written to a temporary folder beside ``path``, which then replaces
-    ``path`` by a rename, so an interrupted save never leaves a half-written model (an existing
-    model at ``path`` is replaced only once the new one is complete)."""
+# ----------------------------------------------------------------------------- what a save may overwrite
+def holds_model(path) -> bool:
+    """Whether folder ``path`` holds a saved topicjax model: ``arrays.npz`` beside a ``meta.json``
+    that is a JSON object naming a ``model`` and its integer ``format_version`` (what every save
+    writes); only such a folder is ever overwritten by a save."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} exists and is not a folder; a model is saved as a folder")
-    parent = path.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    meta = dict(meta)
+    if not (path / "arrays.npz").is_file():
+        return False
+    meta = _meta_or_none(path / "meta.json")
+    return (meta is not None and isinstance(meta.get("model"), str) and isinstance(meta.get("format_version"), int)
+            and not isinstance(meta.get("format_version"), bool))
+
+
+def _meta_or_none(file: Path):
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def check_save_target(path) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if a model may be saved there -- a new folder, an empty
+    folder or a folder that :func:`holds_model` (the save replaces that model) -- else a
+    :class:`SaveRefusedError` naming it; writes nothing (callers check before long work)."""
+    p = Path(path)
+    if p.name in ("", ".."):
+        raise SaveRefusedError(f"cannot save a model to {str(path)!r}: a model is saved to a folder of its own "
+                               f"(e.g. {p / 'model'}), and a save never fills the working or a parent folder")
+    if p.is_symlink() and not p.exists():
+        raise SaveRefusedError(f"{p} is a broken symbolic link; save the model to another folder")
+    if p.exists():
+        if not p.is_dir():
+            raise SaveRefusedError(f"{p} exists and is not a folder: a model is saved as a folder, and a save never "
+                                   "overwrites a file")
+        if not holds_model(p):
+            with os.scandir(p) as entries:
+                other = sorted(e.name for e in entries if not e.name.startswith(_PENDING))
+            if other:
+                raise SaveRefusedError(f"{p} is a folder that does not hold a topicjax model (it holds "
+                                       f"{_some(other)}); "
+                                       "a save only creates a folder, fills an empty one or replaces a saved model: "
+                                       "choose another folder")
+    return p
+
+
+# ----------------------------------------------------------------------------- the lock of a save
+_BUSY, _UNLOCKED = "busy", "unlocked"
+
+
+def _real(path: Path) -> Path:
+    """The one name of a folder that locks and leftovers go by (``.``, links and ``..`` resolved)."""
+    return Path(os.path.realpath(path))
+
+
+def _lock_file(path: Path) -> Path:
+    return path.parent / f".{path.name}.lock"
+
+
+def _acquire(lock_file: Path, patience: float):
+    """The descriptor of the held lock; ``_BUSY`` when another process holds it for ``patience``
+    seconds; ``_UNLOCKED`` where files cannot be locked (no ``fcntl``, a read-only folder, a file
+    system without ``flock``)."""
+    if fcntl is None:
+        return _UNLOCKED
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return _UNLOCKED
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                return _BUSY
+            time.sleep(0.02)
+            continue
+        except OSError:
+            os.close(fd)
+            return _UNLOCKED
+        try:  # the holder before us removes the file when done: lock the file the name now shows
+            st, now = os.fstat(fd), os.stat(lock_file)
+            current = (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev)
+        except FileNotFoundError:
+            current = False
+        if current:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)
+
+
+def _release(fd, lock_file: Path) -> None:
+    try:
+        lock_file.unlink(missing_ok=True)  # while held: nobody holds the name we remove
+    finally:
+        os.close(fd)
+
+
+def _holder(lock_file: Path) -> str:
+    try:
+        pid = lock_file.read_text().strip()
+    except OSError:
+        return ""
+    return f" (process {pid})" if pid.isdigit() else ""
+
+
+@contextlib.contextmanager
+def _save_lock(real: Path, shown: Path):
+    lock_file = _lock_file(real)
+    fd = _acquire(lock_file, LOCK_PATIENCE)
+    if fd == _BUSY:
+        raise SaveRefusedError(f"another process{_holder(lock_file)} is saving to {shown}; this save wrote nothing "
+                               "(save again when it has finished, or to another folder)")
+    try:
+        yield fd != _UNLOCKED
+    finally:
+        if fd != _UNLOCKED:
+            _release(fd, lock_file)
+
+
+# ----------------------------------------------------------------------------- leftovers of killed saves
+def _leftovers(path: Path) -> tuple[list[Path], list[Path]]:
+    """Pieces that saves to ``path`` leave while they run: folders ``.NAME.saving-*`` beside it
+    (``.NAME.old-*`` too, left by earlier topicjax versions, whose saves renamed the folder away) and
+    ``.arrays.npz.saving-*`` / ``.meta.json.saving-*`` inside it."""
+    beside, inside = [], []
+    prefixes = (f".{path.name}.saving-", f".{path.name}.old-")
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        beside = sorted(Path(e.path) for e in entries if e.name.startswith(prefixes))
+    if path.is_dir():
+        with contextlib.suppress(OSError), os.scandir(path) as entries:
+            inside = sorted(Path(e.path) for e in entries if e.name.startswith(_PENDING))
+    return beside, inside
+
+
+def _arrays_save_id(file: Path):
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            return _save_id_of(z[SAVE_ID_ARRAY]) if SAVE_ID_ARRAY in z.files else None
+    except Exception:  # missing or corrupt: load says which
+        return None
+
+
+def _save_id_of(a):
+    a = np.asarray(a)
+    value = str(a[()]) if a.shape == () and a.dtype.kind == "U" else None
+    return value if value is not None and _SAVE_ID.match(value) else None
+
+
+def _recover(path: Path) -> None:
+    """Finish or remove what killed saves to ``path`` left.  Only with the lock held: then no save to
+    ``path`` is running, so every leftover is provably stale."""
+    beside, inside = _leftovers(path)
+    saving = [p for p in beside if p.name.startswith(f".{path.name}.saving-")]
+    old = [p for p in beside if p.name.startswith(f".{path.name}.old-")]
+    if old and not os.path.lexists(path):  # an old save killed between renaming the model away and the new in
+        done = [p for p in saving if (p / "meta.json").is_file() and (p / "arrays.npz").is_file()]
+        chosen = max(done or old, key=lambda p: p.stat().st_mtime)
+        os.rename(chosen, path)
+    if inside:  # a replacement killed after its first rename is finished; anything else is dropped
+        new_id = _arrays_save_id(path / "arrays.npz")
+        pending = path / f".meta.json.saving-{new_id}"
+        old_id = (_meta_or_none(path / "meta.json") or {}).get("save_id")
+        if new_id is not None and pending in inside and old_id != new_id:
+            os.replace(pending, path / "meta.json")
+        for p in inside:
+            p.unlink(missing_ok=True)
+    if old and holds_model(path):
+        for p in old:
+            shutil.rmtree(p, ignore_errors=True)
+    for p in saving:
+        if p.exists():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _clean_up(path: Path) -> None:
+    """What a load does before reading: remove leftovers of killed saves (their lock's file too) when
+    no save runs (the lock is free); a save in progress, or a folder it cannot write, is left alone."""
+    lock_file = _lock_file(path)
+    if fcntl is None or not (any(_leftovers(path)) or lock_file.exists()):
+        return
+    fd = _acquire(lock_file, 0.0)
+    if fd in (_BUSY, _UNLOCKED):
+        return
+    try:
+        _recover(path)
+    except OSError:
+        pass  # best effort: the next save reports what stops it
+    finally:
+        _release(fd, lock_file)
+
+
+# ----------------------------------------------------------------------------- save
+def _stage(name: str, path: Path) -> None:
+    """A point of a save that tests stop at (``"written"``: the new files are complete, nothing is
+    renamed; ``"arrays-replaced"``: a replacement between its two renames).  Does nothing."""
+
+
+def _write_file(file: Path, write) -> None:
+    with open(file, "xb") as fh:
+        write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_model(folder: Path, arrays: dict, text: str, save_id: str, names=("arrays.npz", "meta.json")) -> None:
+    _write_file(folder / names[0], lambda fh: np.savez(fh, **arrays, **{SAVE_ID_ARRAY: np.array(save_id)}))
+    _write_file(folder / names[1], lambda fh: fh.write(text.encode("utf-8")))
+
+
+def _sync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def save_folder(path, arrays: dict, meta: dict) -> None:
+    """Write ``arrays`` (name -> array, ``None`` values skipped) and JSON ``meta`` to folder ``path``.
+
+    Only a new folder, an empty one or one that :func:`holds_model` is written (see
+    :func:`check_save_target`; anything else is a :class:`SaveRefusedError` and nothing is
+    written).  A new folder is written as a hidden folder beside ``path`` and renamed into place; a
+    model folder gets its two files written as hidden files inside it and renamed over the old ones
+    (everything else in the folder is kept).  Either way a save that fails or is killed leaves the
+    previous state, and a reader sees the old model or the new one, never a mix.  A save while
+    another process saves to ``path`` is refused."""
+    path = check_save_target(path)
+    arrays = {k: np.asarray(v) for k, v in arrays.items() if v is not None}
+    if SAVE_ID_ARRAY in arrays:
+        raise ValueError(f"array name {SAVE_ID_ARRAY!r} is reserved for the save's id")
+    save_id = secrets.token_hex(8)
+    meta = {**meta, "save_id": save_id}
     meta.setdefault("format_version", FORMAT_VERSION)
     text = json.dumps(jsonable(meta), indent=1)  # fails before anything is written
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.saving-", dir=parent))
-    try:
-        np.savez(tmp / "arrays.npz", **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
-        (tmp / "meta.json").write_text(text, encoding="utf-8")
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=parent))
-            old.rmdir()
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    real = _real(path)
+    with _save_lock(real, path) as locked:
+        if locked:
+            with contextlib.suppress(OSError):  # what it cannot remove does not stop this save
+                _recover(real)
+        check_save_target(path)  # again, now that no other save can change it
+        if path.is_dir():
+            _replace(path, arrays, text, save_id)
         else:
-            tmp.rename(path)
+            _create(path, arrays, text, save_id)
+
+
+def _create(path: Path, arrays: dict, text: str, save_id: str) -> None:
+    tmp = path.parent / f".{path.name}.saving-{save_id}"
+    tmp.mkdir()
+    try:
+        _write_model(tmp, arrays, text, save_id)
+        _stage("written", path)
+        os.rename(tmp, path)  # fails if a folder with files appeared there meanwhile
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _sync_folder(path.parent)
 
 
+def _replace(path: Path, arrays: dict, text: str, save_id: str) -> None:
+    new_arrays, new_meta = path / f".arrays.npz.saving-{save_id}", path / f".meta.json.saving-{save_id}"
+    try:
+        _write_model(path, arrays, text, save_id, names=(new_arrays.name, new_meta.name))
+        _stage("written", path)
+        os.replace(new_arrays, path / "arrays.npz")  # from here on the new model is the saved one
+        _stage("arrays-replaced", path)
+        os.replace(new_meta, path / "meta.json")
+    except BaseException:
+        if new_meta.exists() and not new_arrays.exists():  # between the renames: finish (or the next save, load)
+            with contextlib.suppress(OSError):
+                os.replace(new_meta, path / "meta.json")
+        else:
+            for f in (new_arrays, new_meta):
+                f.unlink(missing_ok=True)
+        raise
+    _sync_folder(path)
+
+
+# ----------------------------------------------------------------------------- load
 def _interrupted_save(path: Path) -> str:
-    """A hint when ``path`` is missing but an interrupted :func:`save_folder` left its pieces."""
+    """A hint when ``path`` is missing but a killed save left its pieces (ones that no load could
+    clean up: a save in progress, or a folder it cannot write)."""
     if not path.parent.is_dir():
         return ""
     old = sorted(path.parent.glob(f".{path.name}.old-*"))
@@ -92,19 +386,7 @@ def _interrupted_save(path: Path) -> str:
     return f" (a save was interrupted: {' and '.join(parts)}; rename one to {path.name})"
 
 
-def load_folder(path) -> tuple[dict, dict]:
-    """Read a folder written by :func:`save_folder`; a missing or corrupt file is a clear error
-    (``FileNotFoundError`` for missing files, :class:`SavedModelError` for corrupt ones)."""
-    path = Path(path)
-    if not path.is_dir():
-        if path.exists():
-            raise FileNotFoundError(f"{path} is a file, not a saved model folder")
-        raise FileNotFoundError(f"{path} does not exist{_interrupted_save(path)}")
-    meta_file, arr_file = path / "meta.json", path / "arrays.npz"
-    for f in (meta_file, arr_file):
-        if not f.is_file():
-            raise FileNotFoundError(f"{f} is missing: {path} is not a saved model folder (a model folder holds "
-                                    "meta.json and arrays.npz)")
+def _read_meta(meta_file: Path) -> dict:
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -117,13 +399,52 @@ def load_folder(path) -> tuple[dict, dict]:
     if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
         raise SavedModelError(f"{meta_file}: format_version {version!r} is not one this topicjax reads "
                               f"(<= {FORMAT_VERSION}); a newer topicjax wrote it")
+    return meta
+
+
+def _read_arrays(arr_file: Path) -> tuple[dict, str | None]:
     try:
         with np.load(arr_file, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:  # zipfile.BadZipFile, ValueError, EOFError ...
         raise SavedModelError(f"{arr_file}: corrupt array file, truncated or not written by save "
                               f"({type(e).__name__}: {e})") from None
-    return arrays, meta
+    if SAVE_ID_ARRAY not in arrays:
+        return arrays, None  # written before save ids, or by hand: nothing to match
+    save_id = _save_id_of(arrays.pop(SAVE_ID_ARRAY))
+    if save_id is None:
+        raise SavedModelError(f"{arr_file}: array {SAVE_ID_ARRAY!r} is not a save id (16 hexadecimal digits)")
+    return arrays, save_id
+
+
+def load_folder(path) -> tuple[dict, dict]:
+    """Read a folder written by :func:`save_folder`; a missing or corrupt file is a clear error
+    (``FileNotFoundError`` for missing files, :class:`SavedModelError` for corrupt ones).  Leftovers
+    of killed saves are removed first when no save to ``path`` is running; a replacement in progress
+    reads as the model it replaces or the new one, never a mix."""
+    path = Path(path)
+    _clean_up(_real(path))
+    if not path.is_dir():
+        if path.exists():
+            raise FileNotFoundError(f"{path} is a file, not a saved model folder")
+        raise FileNotFoundError(f"{path} does not exist{_interrupted_save(path)}")
+    meta_file, arr_file = path / "meta.json", path / "arrays.npz"
+    for f in (meta_file, arr_file):
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} is missing: {path} is not a saved model folder (a model folder holds "
+                                    "meta.json and arrays.npz)")
+    for _ in range(50):  # a save replacing the model renames arrays.npz, then meta.json
+        meta = _read_meta(meta_file)
+        arrays, save_id = _read_arrays(arr_file)
+        if save_id is None or meta.get("save_id") == save_id:
+            return arrays, meta
+        with contextlib.suppress(FileNotFoundError):  # the new meta.json, not yet renamed into place
+            pending = _read_meta(path / f".meta.json.saving-{save_id}")
+            if pending.get("save_id") == save_id:
+                return arrays, pending
+        time.sleep(0.01)
+    raise SavedModelError(f"{path}: arrays.npz and meta.json come from different saves (save ids {save_id!r} and "
+                          f"{meta.get('save_id')!r}); save the model again")
 
 
 def load(path):

@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -283,12 +284,21 @@ def test_history_and_host_values_round_trip_exactly(tmp_path):
 
 
 def test_a_sharded_fit_resumes_on_its_mesh(corpus, tmp_path, monkeypatch):
+    """A fit sharded over all devices (1 in the suite, 4 in tests/test_gpu_paths.py's multi-device
+    run) resumes to the uninterrupted fit; its folder records the mesh's number of devices and
+    refuses an unsharded fit, and a mesh of another size."""
     from topicjax.scale.distributed import make_mesh
 
-    def make(**kw):
-        return tj.ARTM(4, max_iter=10, progress=False, scores=()).fit(corpus, mesh=make_mesh(), **kw)
+    n = len(jax.devices())
+
+    def make(mesh=None, **kw):
+        mesh = make_mesh() if mesh is None else mesh
+        return tj.ARTM(4, max_iter=10, progress=False, scores=()).fit(corpus, mesh=mesh, **kw)
 
     interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=4)
     assert_same(outcome(make(checkpoint=tmp_path, checkpoint_every=4)), outcome(make()))
-    with pytest.raises(ValueError, match=r"another fit \(devices differs: 1 there, None now\)"):
+    with pytest.raises(ValueError, match=rf"another fit \(devices differs: {n} there, None now\)"):
         tj.ARTM(4, max_iter=10, progress=False, scores=()).fit(corpus, checkpoint=tmp_path)
+    if n > 1:
+        with pytest.raises(ValueError, match=rf"another fit \(devices differs: {n} there, 1 now\)"):
+            make(mesh=make_mesh(jax.devices()[:1]), checkpoint=tmp_path)

@@ -128,8 +128,11 @@ def test_run_equals_a_python_loop_of_steps(em_problem):
     assert int(n) == 7 and int(status) == driver.RUNNING
 
 
-@pytest.mark.parametrize("mode", ["sequential", "vmap", "threads"])
+@pytest.mark.parametrize("mode", ["sequential", "vmap", "devices", "threads"])
 def test_run_many_equals_each_fit_alone(em_problem, mode):
+    """Each mode gives every model's own fit; ``"devices"`` spreads the 3 models over the local
+    devices (one in the suite; 4 in tests/test_gpu_paths.py's multi-device run, where a copy of
+    the last model fills the fourth device and is dropped)."""
     corpus, data, reg, states = em_problem
     out, recs, n, status = driver.run_many(em.ALGORITHM, em.EMStatic(), states, (data, reg, None),
                                            batched=(False, False, False), max_iter=6, tol=1e-4, mode=mode,

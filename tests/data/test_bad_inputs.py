@@ -6,20 +6,34 @@ match, naming the file and line, the document, or the parameter at fault.  A new
 or constructor adds a row here, so the table is the list of everything we refuse and how we say it.
 Rows marked "(issue 16)" are the inputs the issue found mishandled: a hang, a MemoryError, a raw
 exception, or silence.
+
+Issue 26 adds the kinds a trial of unusual inputs found, across every entry point: empty files
+(named, not "3 topics is more than the 0 tokens"), texts given where counts are expected, DataFrame
+columns matched by name, negative "how many words", numpy scalars, regularizers JAX cannot trace
+(rows in ``CASES``); inputs that are fine and must give the right result -- a byte-order mark, a
+DataFrame's columns in another order, numpy scalars (``RIGHT``); the command line's numeric
+options (``COMMAND_LINE``); and the report's stylesheet.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import topicjax as tj
+from topicjax import cli
+from topicjax import regularizers as R
+from topicjax.cli.report import write_report
 from topicjax.data.corpus import MAX_PLACEHOLDER_WORDS, Corpus, CorpusError, CorpusWarning
 from topicjax.data.formats import (
     read_corpus,
@@ -31,6 +45,8 @@ from topicjax.data.formats import (
     write_uci,
     write_vw,
 )
+from topicjax.interop.gensim import GensimTopicModel, gensim_topics
+from topicjax.scale import distributed
 from topicjax.scale import online as streaming
 
 
@@ -524,6 +540,197 @@ CASES = [
 ]
 
 
+# ================================================================== issue 26: the kinds a trial found
+# (the rows named "(issue 26)"; rows of the right result, where the input is fine, are in RIGHT
+# below, and the command line's options in COMMAND_LINE)
+@functools.cache
+def plsa() -> tj.PLSA:
+    """A PLSA fitted once on the tiny corpus (top words, DataFrames, texts given to transform)."""
+    return tj.PLSA(2, max_iter=3, random_state=0, progress=False).fit(tiny())
+
+
+@functools.cache
+def ptm() -> tj.PTM:
+    return tj.PTM(2, max_iter=2, random_state=0, progress=False).fit(tiny())
+
+
+def frame(columns=None, **extra):
+    """The tiny corpus as a DataFrame with word columns, in the order ``columns`` (default its
+    vocabulary), plus the columns ``extra`` (name -> values)."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(TINY, columns=list(tiny().vocab))
+    df = df[list(columns)] if columns is not None else df
+    return df.assign(**extra) if extra else df
+
+
+def if_on_phi(phi, theta):
+    if jnp.sum(phi[0]) > 0.5:  # Python `if` on a traced value
+        return jnp.sum(jnp.log(phi))
+    return -jnp.sum(jnp.log(theta))
+
+
+def int_of_phi(phi, theta):
+    k = int(jnp.argmax(phi[0]))  # a traced value made a Python int
+    return jnp.sum(jnp.log(phi[:, k]))
+
+
+def numpy_of_phi(phi, theta):
+    return jnp.asarray(np.sum(np.log(np.asarray(phi))))  # numpy on a traced value
+
+
+def mask_of_phi(phi, theta):
+    return jnp.sum(jnp.log(phi[phi > 0.1]))  # a boolean mask of traced values as an index
+
+
+def fit_artm(reg):
+    return lambda d: tj.ARTM(2, regularizers=[(reg, 0.1)], max_iter=2, random_state=0, progress=False).fit(tiny())
+
+
+def fit_online_with(reg):
+    return lambda d: streaming.fit_online(streaming.write_store([tiny()], d / "s", batch_size=2), 2,
+                                          regularizers=[reg], progress=False)
+
+
+def tune_objective(objective):
+    model = tj.ARTM(2, regularizers=[(R.smooth_phi(), 0.1)], max_iter=2, tol=0.0, random_state=0, progress=False)
+    return lambda d: tj.tune.tune(model, tiny(), objective, {"smooth_phi": (1e-3, 1.0)}, n_steps=1, progress=False)
+
+
+TEXTS = ["the cat sat on the mat", "a dog ran far away", "the cat and the dog"]
+TRACED = (r"cannot be compiled by JAX: it uses a traced value \(phi, theta, its data or anything computed from them\) "
+          r"as a Python bool \(if, while, and/or, bool\(\)\); write the choice with jnp\.where\(condition, a, b\)")
+EMPTY = r"the file is empty \(no documents\)"
+EMPTY_UCI = r"the file is empty \(expected the header D, W, NNZ, then 'docID wordID count' lines\)"
+
+CASES += [
+    # ------------------------------------------------ empty files: the file named, not "3 topics > 0 tokens"
+    Bad("vw/empty file (issue 26)", lambda d: read_vw(d / "x.vw"), CorpusError, r"x\.vw: " + EMPTY, {"x.vw": ""}),
+    Bad("vw/blank lines only (issue 26)", lambda d: read_vw(d / "x.vw"), CorpusError, r"x\.vw: " + EMPTY,
+        {"x.vw": "\n  \n\n"}),
+    Bad("vw/byte-order mark only (issue 26)", lambda d: read_vw(d / "x.vw"), CorpusError, r"x\.vw: " + EMPTY,
+        {"x.vw": "\ufeff"}),
+    Bad("convert_vw/empty file, as read_vw says it (issue 26)", lambda d: streaming.convert_vw(d / "x.vw", d / "s"),
+        CorpusError, r"x\.vw: " + EMPTY, {"x.vw": "\n\n"}),
+    Bad("ldac/empty file (issue 26)", lambda d: read_ldac(d / "c.ldac", V3), CorpusError, r"c\.ldac: " + EMPTY,
+        {"c.ldac": ""}),
+    Bad("ldac/blank lines only (issue 26)", lambda d: read_ldac(d / "c.ldac"), CorpusError, r"c\.ldac: " + EMPTY,
+        {"c.ldac": "\n\n"}),
+    Bad("uci/empty docword file (issue 26)", read_uci_t, CorpusError, F + ": " + EMPTY_UCI, uci("")),
+    Bad("uci/docword file of blank lines (issue 26)", read_uci_t, CorpusError, F + ": " + EMPTY_UCI, uci("\n \n\n\n")),
+    Bad("uci/header D=0 (issue 26)", read_uci_t, CorpusError,
+        F + r", line 1: the header says D=0: the corpus has no documents", uci("0\n4\n0\n")),
+    Bad("convert_uci/empty docword file (issue 26)", lambda d: streaming.convert_uci(d, d / "s"), CorpusError,
+        F + ": " + EMPTY_UCI, uci("")),
+    Bad("uci/empty vocabulary file (issue 26)", read_uci_t, CorpusError,
+        r"vocab\.t\.txt: the vocabulary file is empty \(no words\)", uci(UCI, "")),
+    Bad("ldac/empty vocabulary file beside (issue 26)", lambda d: read_ldac(d / "c.ldac"), CorpusError,
+        r"c\.vocab: the vocabulary file is empty \(no words\)", {"c.ldac": "1 0:1\n", "c.vocab": "\n"}),
+    Bad("text folder/every file empty (issue 26)", lambda d: read_text_folder(d), CorpusError,
+        r": all 2 text files are empty \(no words to read\)", {"a.txt": "", "b.txt": " \n\n"}),
+    Bad("text folder/its one file empty (issue 26)", lambda d: read_corpus(d), CorpusError,
+        r": the file a\.txt is empty \(no words to read\)", {"a.txt": "\ufeff"}),
+    Bad("texts/no texts (issue 26)", lambda d: read_texts([]), CorpusError, r"texts: no texts \(the sequence is empty\)"),
+    Bad("check_topics/a corpus without documents (issue 26)",
+        lambda d: Corpus.from_entries([], [], [], vocab=V3, n_docs=0).check_topics(3), ValueError,
+        r"the corpus has no documents \(an empty file, or every document dropped as empty\)"),
+    Bad("fit/every document dropped as empty (issue 26: was '3 topics is more than the 0 tokens')",
+        lambda d: tj.PLSA(3, max_iter=2, progress=False).fit(read_vw(d / "x.vw", empty_docs="drop")), ValueError,
+        r"the corpus has no documents", {"x.vw": "d1\nd2 |@tag\n"}),
+    # ------------------------------------------------ text (or token lists, or gensim bags) given to fit/transform
+    Bad("fit/a list of texts (issue 26: was scikit-learn's 'could not convert string to float')",
+        lambda d: tj.PLSA(2, progress=False).fit(TEXTS), TypeError,
+        r"PLSA\.fit: X is a list of 3 texts, not a count matrix; give a Corpus \(tj\.Corpus\.from_texts\(texts, "
+        r"stop_words='english'\)\) or put a CountVectorizer before the model in a Pipeline"),
+    Bad("fit/an array of texts (was 'Expected 2D array')", lambda d: tj.TTMM(2, 2, progress=False).fit(np.array(TEXTS)),
+        TypeError, r"TTMM\.fit: X is a list of 3 texts"),
+    Bad("fit/one string", lambda d: tj.LIDA("lda", 2, progress=False).fit("the cat sat"), TypeError,
+        r"LIDA\.fit: X is a single string; give a Corpus, e\.g\. tj\.Corpus\.from_texts\(\[text, \.\.\.\]\)"),
+    Bad("fit/token lists", lambda d: tj.ARTM(2, progress=False).fit([t.split() for t in TEXTS]), TypeError,
+        r"ARTM\.fit: X is a list of 3 tokenised documents \(lists of words\), not a count matrix; give a Corpus"),
+    Bad("fit/gensim bags of words (was 'inhomogeneous shape')", lambda d: tj.PTM(2, progress=False).fit(
+        [[(0, 2), (2, 1)], [(1, 3)]]), TypeError, r"PTM\.fit: X is a list of 2 bags of words \(\(word_id, count\) "
+        r"pairs, as gensim writes them\), not a count matrix; give a Corpus: tj\.Corpus\.from_lists\(X, vocab=\.\.\.\)"),
+    Bad("fit_many/a list of texts", lambda d: tj.PTM(2, max_iter=2, progress=False).fit_many(TEXTS, n_restarts=2),
+        TypeError, r"PTM\.fit_many: X is a list of 3 texts"),
+    Bad("select_order/a list of texts", lambda d: tj.ptm.select_order(TEXTS, 3, 2, max_iter=2, progress=False),
+        TypeError, r"PTM\.fit: X is a list of 3 texts"),
+    Bad("transform/a list of texts", lambda d: plsa().transform(TEXTS), TypeError,
+        r"PLSA\.transform: X is a list of 3 texts, not a count matrix"),
+    # ------------------------------------------------ DataFrame columns: matched by name (right order: RIGHT below)
+    Bad("transform/DataFrame without a word of the model (issue 26)", lambda d: plsa().transform(
+        frame(["apple", "banana", "cherry"])), ValueError,
+        r"the columns of X \(its feature names\) are matched to the model's words by name: 1 of the model's words "
+        r"have no column \('date'\); give one column per word of vocab_ \(X\.reindex\(columns=model\.vocab_, "
+        r"fill_value=0\)\), or a Corpus re-indexed with corpus\.with_vocab\(model\.vocab_\)"),
+    Bad("transform/DataFrame with a column that is not a word (issue 26)", lambda d: plsa().transform(
+        frame(zebra=1)), ValueError, r"by name: 1 columns are not words of the model \('zebra'\)"),
+    Bad("score/DataFrame with missing and other columns (issue 26)", lambda d: plsa().score(
+        frame(["date", "cherry"], kiwi=1, fig=2)), ValueError,
+        r"by name: 2 of the model's words have no column \('apple', 'banana'\); 2 columns are not words of the "
+        r"model \('kiwi', 'fig'\)"),
+    # ------------------------------------------------ how many words: a negative n is not "all but n"
+    Bad("top_words/negative n (issue 26: printed all but 3 words)", lambda d: plsa().top_words(-3), ValueError,
+        r"n must be an integer >= 1, got -3"),
+    Bad("top_words/zero", lambda d: plsa().top_words(0), ValueError, r"n must be an integer >= 1, got 0"),
+    Bad("top_words/fractional (was a slice TypeError)", lambda d: plsa().top_words(2.5), ValueError,
+        r"n must be an integer >= 1, got 2\.5"),
+    Bad("metrics.top_words/negative n (issue 26)", lambda d: tj.metrics.top_words(plsa().phi_, plsa().vocab_, -2),
+        ValueError, r"n must be an integer >= 1, got -2"),
+    Bad("metrics.coherence/kernel, negative k (issue 26: scored the whole kernel)", lambda d: tj.metrics.coherence(
+        plsa().phi_, tiny(), k=-3, kernel=True), ValueError, r"k must be an integer >= 1, got -3"),
+    Bad("metrics.coherence/top-k, k=1", lambda d: tj.metrics.coherence(plsa().phi_, tiny(), k=1), ValueError,
+        r"k must be an integer >= 2 for top-k coherence \(None with kernel=True\), got 1"),
+    Bad("gensim_topics/negative top_n (issue 26)", lambda d: gensim_topics(plsa(), -2), ValueError,
+        r"top_n must be an integer >= 1, got -2"),
+    Bad("PTM.top_specific_words/negative n", lambda d: ptm().top_specific_words(-1), ValueError,
+        r"n must be an integer >= 1, got -1"),
+    Bad("PTM.top_shared_words/negative n", lambda d: ptm().top_shared_words(-4), ValueError,
+        r"n must be an integer >= 1, got -4"),
+    Bad("GensimTopicModel.show_topic/negative topn", lambda d: GensimTopicModel(plsa()).show_topic(0, -1), ValueError,
+        r"topn must be an integer >= 1, got -1"),
+    Bad("GensimTopicModel.show_topic/topic -1 (was the last topic)", lambda d: GensimTopicModel(plsa()).show_topic(-1),
+        ValueError, r"topicid must be an integer in \[0, 1\], got -1"),
+    Bad("scores.Coherence/negative k, when made (was at the fit's first record)",
+        lambda d: tj.evaluation.scores.Coherence(-3), ValueError, r"k must be an integer >= 2, got -3"),
+    Bad("scores.Coherence/kernel, negative k", lambda d: tj.evaluation.scores.Coherence(-1, kernel=True), ValueError,
+        r"k must be an integer >= 1, got -1"),
+    # ------------------------------------------------ numpy scalars and other numbers
+    Bad("train_test_split/NaN (was 'cannot convert float NaN to integer')", lambda d: tiny().train_test_split(
+        float("nan")), ValueError, r"test_size must be a fraction in \(0, 1\) or a number of documents, got nan"),
+    Bad("train_test_split/True (was 1 document)", lambda d: tiny().train_test_split(True), ValueError,
+        r"test_size must be a fraction in \(0, 1\) or a number of documents, got True"),
+    Bad("train_test_split/fraction above 1", lambda d: tiny().train_test_split(np.float32(1.5)), ValueError,
+        r"test_size must be a fraction in \(0, 1\) or a number of documents, got np\.float32\(1\.5\)"),
+    Bad("make_bars/no documents (was numpy's 'need at least one array to stack')",
+        lambda d: tj.datasets.make_bars(n_docs=0), ValueError, r"n_docs must be an integer >= 1, got 0"),
+    Bad("make_bars/alpha 0", lambda d: tj.datasets.make_bars(n_docs=5, alpha=0.0), ValueError,
+        r"alpha must be a number > 0\.0, got 0\.0"),
+    Bad("write_store/fractional batch size (was taken as 2)", lambda d: streaming.write_store([tiny()], d / "s",
+        batch_size=2.5), ValueError, r"batch_size must be an integer >= 1, got 2\.5"),
+    # ------------------------------------------------ regularizers JAX cannot trace: named, and what to write
+    Bad("regularizer/Python if on phi (issue 26: was TracerBoolConversionError)", fit_artm(if_on_phi), ValueError,
+        r"regularizer 'if_on_phi' " + TRACED),
+    Bad("regularizer/int() of a traced value (was ConcretizationTypeError)", fit_artm(int_of_phi), ValueError,
+        r"regularizer 'int_of_phi' cannot be compiled by JAX: it turns a traced value \(phi, theta, its data or "
+        r"anything computed from them\) into a Python number \(int\(\), float\(\), \.item\(\), range\(\)\)"),
+    Bad("regularizer/numpy on phi (was TracerArrayConversionError)", fit_artm(numpy_of_phi), ValueError,
+        r"regularizer 'numpy_of_phi' cannot be compiled by JAX: it turns a traced value .* into a numpy array "
+        r"\(np\.\*\); use jax\.numpy \(jnp\.\*\)"),
+    Bad("regularizer/boolean mask of phi as an index (was NonConcreteBooleanIndexError)", fit_artm(mask_of_phi),
+        ValueError, r"regularizer 'mask_of_phi' cannot be compiled by JAX: it indexes with a boolean mask .* use "
+        r"jnp\.where\(mask, x, 0\)"),
+    Bad("regularizer/custom, Python if on its data", fit_artm(R.custom(
+        lambda phi, theta, w: jnp.sum(jnp.log(phi)) if w.sum() > 0 else 0.0, np.ones(2), name="weighted")),
+        ValueError, r"regularizer 'weighted' " + TRACED),
+    Bad("regularizer/in fit_many", lambda d: tj.ARTM(2, regularizers=[if_on_phi], max_iter=2, progress=False)
+        .fit_many(tiny(), seeds=[0, 1]), ValueError, r"regularizer 'if_on_phi' " + TRACED),
+    Bad("regularizer/in the online fit", fit_online_with(if_on_phi), ValueError, r"regularizer 'if_on_phi' " + TRACED),
+    Bad("regularizer/in a sharded fit", lambda d: distributed.fit(tiny(), 2, regularizers=[if_on_phi], max_iter=2,
+        progress=False), ValueError, r"regularizer 'if_on_phi' " + TRACED),
+    Bad("tune/an objective with a Python if", tune_objective(if_on_phi), ValueError, r"objective 'if_on_phi' " + TRACED),
+]
+
+
 def test_catalogue_ids_are_unique():
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
@@ -545,3 +752,252 @@ def test_bad_input(tmp_path, case: Bad):
         # a user catches) and one line, as a message printed by the CLI must be.
         assert type(info.value) is case.error, type(info.value)
         assert "\n" not in str(info.value).strip(), str(info.value)
+
+
+# ================================================================== issue 26: inputs that must give the right result
+BOM = "\ufeff"
+
+
+@dataclass
+class Right:
+    """An input that is fine: ``got(folder)`` must equal ``expected(folder)`` (the same data given in
+    the plain way), the files written first."""
+
+    id: str
+    got: Callable[[Path], object]
+    expected: Callable[[Path], object]
+    files: dict = field(default_factory=dict)
+
+
+def bom_and_plain(files: dict, *marked: str) -> dict:
+    """``files`` twice: under ``plain/`` as they are, under ``bom/`` with a byte-order mark at the
+    start of the ``marked`` ones (as Notepad or Excel's "CSV UTF-8" write them)."""
+    out = {}
+    for name, text in files.items():
+        out[f"plain/{name}"] = text
+        out[f"bom/{name}"] = BOM + text if name in marked else text
+    return out
+
+
+def both(read):
+    """``(got, expected)``: ``read`` on the files with and without the byte-order mark."""
+    return (lambda d: read(d / "bom")), (lambda d: read(d / "plain"))
+
+
+def store_corpus(store) -> Corpus:
+    return store.corpus(empty_docs="drop")
+
+
+def saved_and_loaded(d: Path, model):
+    model.save(d / "m")
+    return type(model).load(d / "m")
+
+
+TSV = "the cat sat\tpets\nthe dog ran\tpets\ncat and dog\tfarm\n"
+RIGHT = [
+    # ------------------------------------------------ a byte-order mark at the start of a file is not text
+    Right("uci/vocabulary with a byte-order mark (issue 26: its first word was '\\ufeffapple')",
+          *both(read_uci), files=bom_and_plain(uci(UCI), "vocab.t.txt")),
+    Right("uci/docword with a byte-order mark (was 'header value D ... got '\\ufeff3'')",
+          *both(read_uci), files=bom_and_plain(uci(UCI), "docword.t.txt", "vocab.t.txt")),
+    Right("uci/gzip docword with a byte-order mark inside", *both(read_uci),
+          files={"plain/docword.t.txt.gz": gz(UCI), "bom/docword.t.txt.gz": gz(BOM + UCI),
+                 "plain/vocab.t.txt": UCI_VOCAB, "bom/vocab.t.txt": UCI_VOCAB}),
+    Right("convert_uci/byte-order marks, streamed", *both(lambda f: store_corpus(streaming.convert_uci(
+          f, f / "s", block_lines=2))), files=bom_and_plain(uci(UCI), "docword.t.txt", "vocab.t.txt")),
+    Right("vw/a byte-order mark before the first document's name (was '\\ufeffd1')",
+          *both(lambda f: read_vw(f / "x.vw")), files=bom_and_plain({"x.vw": "d1 a b:2\nd2 c |@tag x\n"}, "x.vw")),
+    Right("vw/vocabulary file with a byte-order mark", *both(lambda f: read_vw(f / "x.vw", vocab=f / "keys.txt")),
+          files=bom_and_plain({"x.vw": "d1 a b\nd2 b\n", "keys.txt": "b\na\n"}, "keys.txt")),
+    Right("convert_vw/a byte-order mark, streamed", *both(lambda f: store_corpus(streaming.convert_vw(
+          f / "x.vw", f / "s", batch_size=1))), files=bom_and_plain({"x.vw": "d1 a b\n\nd2 c\n"}, "x.vw")),
+    Right("ldac/a byte-order mark before the first N (was 'expected the number of pairs first')",
+          *both(lambda f: read_ldac(f / "c.ldac")), files=bom_and_plain({"c.ldac": "2 0:2 2:1\n1 1:3\n",
+                                                                       "c.vocab": "x\ny\nz\n"}, "c.ldac", "c.vocab")),
+    Right("ldac/vocabulary with a byte-order mark (issue 26: silently its first word)",
+          *both(lambda f: read_ldac(f / "c.ldac", f / "words.txt")),
+          files=bom_and_plain({"c.ldac": "2 0:2 2:1\n1 1:3\n", "words.txt": "x\ny\nz\n"}, "words.txt")),
+    Right("text folder/a file with a byte-order mark", *both(lambda f: read_text_folder(f, min_df=1)),
+          files=bom_and_plain({"a.txt": "alpha beta", "b.txt": "beta gamma"}, "a.txt")),
+    Right("tsv/table and vocabulary with byte-order marks", *both(lambda f: read_corpus(f / "c.tsv", format="tsv")),
+          files=bom_and_plain({"c.tsv": TSV, "vocabulary.txt": "the\ncat\nsat\ndog\nran\nand\n"}, "c.tsv",
+                              "vocabulary.txt")),
+    Right("tsv/a table with a byte-order mark, tokenised", *both(lambda f: read_corpus(f / "c.tsv", format="tsv")),
+          files=bom_and_plain({"c.tsv": TSV}, "c.tsv")),
+    # ------------------------------------------------ DataFrame columns in another order: matched by name
+    Right("transform/DataFrame columns in another order (issue 26: taken by position)",
+          lambda d: plsa().transform(frame(["date", "cherry", "apple", "banana"])), lambda d: plsa().transform(tiny())),
+    Right("score/DataFrame columns in another order", lambda d: plsa().score(frame(["banana", "apple", "date",
+          "cherry"])), lambda d: plsa().score(tiny())),
+    Right("transform/fitted on a DataFrame, columns in another order (was scikit-learn's 'feature names must be in "
+          "the same order')", lambda d: tj.PLSA(2, max_iter=3, random_state=0, progress=False).fit(frame())
+          .transform(frame(["cherry", "date", "banana", "apple"])), lambda d: plsa().transform(tiny())),
+    Right("transform/DataFrame with positional columns: a matrix", lambda d: plsa().transform(
+          frame().set_axis(range(4), axis=1)), lambda d: plsa().transform(TINY)),
+    # ------------------------------------------------ numpy scalars are numbers
+    Right("train_test_split/np.float32 fraction (issue 26: 0 documents, 'leaves no test documents')",
+          lambda d: [c.doc_names for c in tiny().train_test_split(np.float32(0.34), seed=1)],
+          lambda d: [c.doc_names for c in tiny().train_test_split(0.34, seed=1)]),
+    Right("train_test_split/np.int64 count", lambda d: [c.doc_names for c in tiny().train_test_split(np.int64(1))],
+          lambda d: [c.doc_names for c in tiny().train_test_split(1)]),
+    Right("random_state/np.int64 seed kept by save (was saved as None)", lambda d: saved_and_loaded(d, tj.PLSA(
+          2, max_iter=2, random_state=np.int64(5), progress=False).fit(tiny())).get_params()["random_state"],
+          lambda d: 5),
+    Right("convert_uci/np.int64 block_lines (was 'must be a positive integer, got np.int64(2)')",
+          lambda d: store_corpus(streaming.convert_uci(d, d / "s", block_lines=np.int64(2), batch_size=np.int64(2))),
+          lambda d: read_uci(d), uci(UCI)),
+    Right("make_bars/numpy sizes", lambda d: tj.datasets.make_bars(n_docs=np.int64(4), doc_length=np.int32(9),
+          alpha=np.float32(0.5))[0], lambda d: tj.datasets.make_bars(n_docs=4, doc_length=9, alpha=0.5)[0]),
+    Right("top_words/np.int64", lambda d: plsa().top_words(np.int64(2)), lambda d: plsa().top_words(2)),
+]
+
+
+def _same(got, expected) -> None:
+    if isinstance(expected, Corpus):
+        assert isinstance(got, Corpus) and got.equals(expected), (got, expected)
+        assert got.doc_names == expected.doc_names and got.label_names == expected.label_names
+    elif isinstance(expected, np.ndarray):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    else:
+        assert got == expected
+
+
+def test_right_ids_are_unique():
+    ids = [c.id for c in RIGHT]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+
+
+@pytest.mark.parametrize("case", RIGHT, ids=[c.id for c in RIGHT])
+def test_right_result(tmp_path, case: Right):
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    expected = case.expected(tmp_path)
+    _same(case.got(tmp_path), expected)
+    if isinstance(expected, Corpus):  # the expectation itself has no mark left in it
+        assert not any(BOM in w for w in expected.vocab + (expected.doc_names or ()))
+
+
+# ================================================================== issue 26: the command line's numeric options
+@dataclass
+class Command:
+    """``topicjax ARGV`` (``argv(folder)`` after the files are written) must stop before any work:
+    status 1, nothing on stdout and one line ``topicjax: error: ...`` matching ``message``."""
+
+    id: str
+    argv: Callable[[Path], list]
+    message: str
+    files: dict = field(default_factory=dict)
+
+
+def saved_model(d: Path) -> Path:
+    plsa().save(d / "m")
+    return d / "m"
+
+
+def store_of_tiny(d: Path) -> Path:
+    return streaming.write_store([tiny()], d / "s", batch_size=2).folder
+
+
+def fit_uci(*options):
+    return lambda d: ["fit", d, "--topics", "2", "--iterations", "1", "--quiet", *options]
+
+
+COMMAND_LINE = [
+    Command("fit/--top negative (issue 26: printed all but 3 words)", fit_uci("--top", "-3"),
+            r"--top must be an integer >= 1, got -3", uci(UCI)),
+    Command("fit/--top 0 (printed no words)", fit_uci("--top", "0"), r"--top must be an integer >= 1, got 0", uci(UCI)),
+    Command("select-order/--top negative", lambda d: ["select-order", d, "--max-topics", "2", "--quiet", "--top", "-1"],
+            r"--top must be an integer >= 1, got -1", uci(UCI)),
+    Command("fit-online/--top negative", lambda d: ["fit-online", store_of_tiny(d), "--topics", "2", "--top", "-2"],
+            r"--top must be an integer >= 1, got -2"),
+    Command("topics/-n negative (issue 26)", lambda d: ["topics", saved_model(d), "-n", "-2"],
+            r"-n must be an integer >= 1, got -2"),
+    Command("report/-n 0", lambda d: ["report", saved_model(d), "-n", "0"], r"-n must be an integer >= 1, got 0"),
+    Command("fit/--heldout above 1 (was 'test_size=1.5 ...')", fit_uci("--heldout", "1.5"),
+            r"--heldout must be a share of the documents in \[0, 1\), got 1\.5", uci(UCI)),
+    Command("fit/--heldout negative (was taken as 0)", fit_uci("--heldout", "-0.1"),
+            r"--heldout must be a share of the documents in \[0, 1\), got -0\.1", uci(UCI)),
+    Command("fit/--heldout nan (was taken as 0)", fit_uci("--heldout", "nan"),
+            r"--heldout must be a share of the documents in \[0, 1\), got nan", uci(UCI)),
+    Command("fit/--docs 0 (was numpy's 'need at least one array to stack')",
+            lambda d: ["fit", "--docs", "0", "--quiet"], r"--docs must be an integer >= 1, got 0"),
+    Command("fit/--docs negative (was numpy's 'negative dimensions are not allowed')",
+            lambda d: ["fit", "--docs", "-5", "--quiet"], r"--docs must be an integer >= 1, got -5"),
+    Command("fit/--devices 0", fit_uci("--devices", "0"), r"--devices must be an integer >= 1, got 0", uci(UCI)),
+    Command("fit/--min-df 0", lambda d: ["fit", d, "--quiet", "--min-df", "0"], r"--min-df must be an integer >= 1, got 0",
+            {"a.txt": "alpha beta", "b.txt": "beta gamma"}),
+    Command("fit/--sparse-start negative", fit_uci("--model", "artm", "--trajectory", "paper", "--sparse-start", "-1"),
+            r"--sparse-start must be an integer >= 0, got -1", uci(UCI)),
+    Command("fit/--decorrelation negative", fit_uci("--model", "artm", "--trajectory", "paper", "--decorrelation",
+            "-1"), r"--decorrelation must be a number >= 0\.0, got -1\.0", uci(UCI)),
+    Command("select-order/--max-topics 0 (was 'm_max must be ...', naming no option)",
+            lambda d: ["select-order", d, "--max-topics", "0"], r"--max-topics must be an integer >= 1, got 0", uci(UCI)),
+    Command("select-order/--min-topics 0", lambda d: ["select-order", d, "--max-topics", "3", "--min-topics", "0"],
+            r"--min-topics must be an integer >= 1, got 0", uci(UCI)),
+    Command("select-order/--step negative", lambda d: ["select-order", d, "--max-topics", "3", "--step", "-1"],
+            r"--step must be an integer >= 1, got -1", uci(UCI)),
+    Command("convert/--batch-size 0", lambda d: ["convert", d, d / "s", "--batch-size", "0"],
+            r"--batch-size must be an integer >= 1, got 0", uci(UCI)),
+    Command("fit-online/--passes 0 (was accepted: a model of no pass)", lambda d: ["fit-online", store_of_tiny(d),
+            "--passes", "0"], r"--passes must be an integer >= 1, got 0"),
+    Command("fit-online/--update-every 0", lambda d: ["fit-online", store_of_tiny(d), "--update-every", "0"],
+            r"--update-every must be an integer >= 1, got 0"),
+    Command("fit-online/--tau0 negative", lambda d: ["fit-online", store_of_tiny(d), "--tau0", "-1"],
+            r"--tau0 must be a number >= 0\.0, got -1\.0"),
+    Command("fit-online/--kappa nan", lambda d: ["fit-online", store_of_tiny(d), "--kappa", "nan"],
+            r"--kappa must be a finite number, got nan"),
+    Command("fit-online/--doc-passes 0", lambda d: ["fit-online", store_of_tiny(d), "--doc-passes", "0"],
+            r"--doc-passes must be an integer >= 1, got 0"),
+    Command("fit/--encoding unknown (was 'unknown encoding: utf9', naming no option)", fit_uci("--encoding", "utf9"),
+            r"--encoding must be an encoding Python knows \(utf-8, latin-1, cp1252\.\.\.\), got 'utf9'", uci(UCI)),
+    # ------------------------------------------------ empty inputs, named
+    Command("fit/an empty VW file (issue 26: was '20 topics is more than the 0 tokens')",
+            lambda d: ["fit", d / "x.vw", "--quiet"], r"x\.vw: " + EMPTY, {"x.vw": ""}),
+    Command("fit/an empty lda-c file", lambda d: ["fit", d / "c.ldac", "--quiet"], r"c\.ldac: " + EMPTY, {"c.ldac": "\n"}),
+    Command("fit/a folder of empty text files", lambda d: ["fit", d, "--quiet"],
+            r": all 2 text files are empty \(no words to read\)", {"a.txt": "", "b.txt": ""}),
+    Command("convert/an empty VW file", lambda d: ["convert", d / "x.vw", d / "s"], r"x\.vw: " + EMPTY, {"x.vw": ""}),
+]
+
+
+def test_command_ids_are_unique():
+    ids = [c.id for c in COMMAND_LINE]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+
+
+@pytest.mark.parametrize("case", COMMAND_LINE, ids=[c.id for c in COMMAND_LINE])
+def test_command_line(tmp_path, capsys, case: Command):
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    argv = [str(a) for a in case.argv(tmp_path)]
+    capsys.readouterr()
+    status = cli.main(argv)
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert status == 1 and out == "", (status, out, err)
+    assert len(lines) == 1 and lines[0].startswith("topicjax: error: "), err
+    assert re.search(case.message, lines[0]), lines[0]
+
+
+# ================================================================== issue 26: the report's stylesheet
+def test_report_stylesheet_is_css(tmp_path):
+    """report.html's <style> is CSS: rules ``selector{declarations}`` and nothing else (it was
+    ``body{{...}}table{{...}}``: only the first piece of the string was an f-string, so no rule
+    applied), with the table borders and padding."""
+    plsa().save(tmp_path / "m")
+    written = write_report(tmp_path / "m", html_page=True)
+    page = (tmp_path / "m" / "report.html").read_text(encoding="utf-8")
+    assert tmp_path / "m" / "report.html" in written
+    styles = re.findall(r"<style>(.*?)</style>", page, re.S)
+    assert len(styles) == 1
+    css = styles[0]
+    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", css)
+    assert "".join(f"{sel}{{{body}}}" for sel, body in rules) == css  # no doubled or stray braces
+    declarations = {sel.strip(): dict(d.split(":", 1) for d in body.split(";") if d.strip()) for sel, body in rules}
+    assert declarations["table"] == {"border-collapse": "collapse"}
+    assert declarations["th,td"]["border"] == "1px solid #ccc" and declarations["th,td"]["padding"] == "2px 8px"
+    assert declarations["body"]["font-family"] == "sans-serif"

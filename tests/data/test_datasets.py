@@ -80,7 +80,7 @@ def test_shared_data_dir_honours_the_environment(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match=r"20newsgroups is absent"):
         datasets.load_20newsgroups(n_docs=5)
     monkeypatch.setenv("TOPICJAX_DATA", str(tmp_path / "missing"))
-    with pytest.raises(FileNotFoundError, match=r"TOPICJAX_DATA=.*missing is not a folder"):
+    with pytest.raises(FileNotFoundError, match=r"TOPICJAX_DATA must be an existing folder, got '.*missing'"):
         datasets.shared_data_dir()
 
 

@@ -4,7 +4,7 @@ Each call is one batch of BigARTM's online algorithm (ARTM sec. 4), the step
 :func:`topicjax.scale.online.batch_step` of :func:`~topicjax.scale.online.fit_online`, with its
 state kept on the estimator (``online_state_``):
 
-1. Θ of the batch's documents starts from uniform and takes ``doc_passes - 1`` iterations of
+1. Θ of the batch's documents starts from uniform and takes ``doc_passes`` iterations of
    eq. 16 with Φ fixed (``doc_passes``: the estimator's, default 10 as in BigARTM);
 2. one E-step gives the batch's counts ``n̂_wt`` (eq. 7);
 3. ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` with ``ρ = (learning_offset + t)^(-learning_decay)`` (``t``
@@ -117,13 +117,11 @@ class PartialFitMixin:
         if fitted and self._online_continues():
             state = self.online_state_
         else:
-            if fitted:  # a model fitted by fit() or loaded: start from its Φ, with no accumulated counts
-                phi = jnp.asarray(self.phi_, jnp.float32)
-                z = jnp.zeros_like(phi)
-                state = online.OnlineState(phi, z, z, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), reg.params)
+            if fitted:  # a model fitted by fit() or loaded: start from its Φ as positive pseudo-counts
+                state = online.online_init(None, W, T, reg=reg, phi=self.phi_)
             else:
                 state = online.online_init(as_key(self._seed()), W, T, reg=reg)
-            reg.check(state.phi, jnp.full((T, n_docs), 1.0 / T), state.params)
+            reg.check(state.phi, jnp.full((T, n_docs), 1.0 / T, state.phi.dtype), state.params)
             self.history_ = []
         t0 = time.perf_counter()
         new = _step(state, data, reg, jnp.asarray(True), static, n_docs)

@@ -134,6 +134,13 @@ def class_frequencies(labels, doc_lengths) -> np.ndarray:
 def weighted_entries(corpus, row_weights, row_mod, labels=None):
     """Word tokens weighted by their modality, then class tokens ``m_dc = n_d [c ∈ C_d] / |C_d|``
     weighted by τ (eq. 45-46), as CSR entries sorted by document; and their weighted total."""
+    weights = np.asarray(row_weights, np.float64)
+    if labels is None and np.all(weights[np.unique(row_mod[: corpus.n_words])] == 1.0):
+        # one modality of weight 1 (the common case): the corpus's own sorted entries, no copies
+        # but the float counts (the general path below sorts int64 copies of every entry)
+        src = SimpleNamespace(doc_ids=corpus.doc_ids, word_ids=corpus.word_ids, counts=corpus.counts,
+                              nnz=corpus.nnz, n_docs=corpus.n_docs, doc_offsets=corpus.doc_offsets)
+        return src, float(corpus.n_tokens)
     d = corpus.doc_ids.astype(np.int64)
     w = corpus.word_ids.astype(np.int64)
     c = corpus.counts.astype(np.float64) * row_weights[row_mod[w]]

@@ -10,6 +10,7 @@ import warnings
 
 from topicjax.cli.families import add_model_options, add_regularizer_options
 from topicjax.cli.inputs import add_corpus_options
+from topicjax.core import environment
 
 __all__ = ["build_parser", "main", "one_line"]
 
@@ -51,6 +52,54 @@ def _output_options(p, *, out=True, quiet=True, top=True):
         p.add_argument("--quiet", action="store_true", help="no progress bar")
     if top:
         p.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
+
+
+#: The numeric options the command line uses itself (those passed to an estimator are checked by
+#: it, with the option named): destination -> (option, smallest value, largest value, integer?).
+#: A value outside is refused before any work, in one line naming the option (``--top -3`` would
+#: print every word but the last 3; ``--docs 0`` failed inside numpy).
+OPTION_RANGES = {
+    "top": ("--top", 1, None, True),
+    "n": ("-n", 1, None, True),
+    "docs": ("--docs", 1, None, True),
+    "devices": ("--devices", 1, None, True),
+    "max_topics": ("--max-topics", 1, None, True),
+    "min_topics": ("--min-topics", 1, None, True),
+    "step": ("--step", 1, None, True),
+    "batch_size": ("--batch-size", 1, None, True),
+    "passes": ("--passes", 1, None, True),
+    "update_every": ("--update-every", 1, None, True),
+    "doc_passes": ("--doc-passes", 1, None, True),
+    "sparse_start": ("--sparse-start", 0, None, True),
+    "min_df": ("--min-df", 1, None, True),
+    "tau0": ("--tau0", 0.0, None, False),
+    "kappa": ("--kappa", 0.0, None, False),
+    "decorrelation": ("--decorrelation", 0.0, None, False),
+}
+
+
+def check_options(args) -> None:
+    """The numeric options of :data:`OPTION_RANGES` that were given, ``--heldout`` (a share in
+    [0, 1)) and ``--encoding``: a ``ValueError`` in the estimators' message shape, naming the
+    option."""
+    from topicjax.core.validation import check_int, check_number
+
+    for dest, (flag, low, high, integer) in OPTION_RANGES.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            (check_int if integer else check_number)(value, flag, low, high)
+    heldout = getattr(args, "heldout", None)
+    if heldout is not None and not 0.0 <= heldout < 1.0:  # NaN too
+        raise ValueError(f"--heldout must be a share of the documents in [0, 1), got {heldout}")
+    encoding = getattr(args, "encoding", None)
+    if encoding is not None:
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:  # else "unknown encoding: utf9", naming no option, once a file is read
+            raise ValueError(f"--encoding must be an encoding Python knows (utf-8, latin-1, cp1252...), got "
+                             f"{encoding!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,9 +195,10 @@ def _command(name: str):
 
 
 def _ask_for_host_devices(n: int) -> None:
-    """On CPU, N host devices exist only if XLA is told before JAX starts its backend."""
+    """On CPU, N host devices exist only if XLA is told before JAX starts its backend (a count
+    already in ``XLA_FLAGS`` is kept: ``--devices`` more than it is refused by the command)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if n > 1 and "xla_force_host_platform_device_count" not in flags:
+    if n > 1 and environment.host_device_count() is None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
@@ -177,11 +227,13 @@ def main(argv=None) -> int:
     except SystemExit as e:  # usage errors and --help: argparse has printed what to say
         return int(e.code or 0) if not isinstance(e.code, str) else 2
     args.debug = getattr(args, "debug", False) or args.debug_all
-    if getattr(args, "devices", None):
-        _ask_for_host_devices(args.devices)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:
+            environment.check()  # TOPICJAX_* and XLA_FLAGS' device count: one line, before any work
+            if getattr(args, "devices", None):
+                _ask_for_host_devices(args.devices)
+            check_options(args)
             rc = _command(args.func)(args)
             sys.stdout.flush()
             return rc

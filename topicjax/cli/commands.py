@@ -16,8 +16,8 @@ from topicjax.cli.families import build_model, option_for
 from topicjax.cli.inputs import read_corpus_args
 from topicjax.evaluation import metrics
 
-__all__ = ["check_seed", "cmd_fit", "cmd_select_order", "cmd_topics", "cmd_evaluate", "load_model", "print_topics",
-           "completion_perplexity", "SUMMARY_FILE", "ORDER_FILE", "Steps"]
+__all__ = ["check_seed", "check_out", "cmd_fit", "cmd_select_order", "cmd_topics", "cmd_evaluate", "load_model",
+           "print_topics", "completion_perplexity", "save_model", "SUMMARY_FILE", "ORDER_FILE", "Steps"]
 
 #: written beside a saved model: what ``fit`` printed about it (read by ``topicjax report``)
 SUMMARY_FILE = "fit_summary.json"
@@ -142,9 +142,38 @@ def _fit_model(model, train, args):
     return model.fit(train, mesh=make_mesh(devices[: args.devices]))
 
 
-def _save(model, out, steps: Steps) -> None:
+def check_out(out, *inputs) -> None:
+    """Refuse ``--out`` before any work (nothing written): ``.``, a file, a folder that holds
+    something other than a topicjax model, or a folder that is, holds or lies inside one of
+    ``inputs`` (the corpus read, its vocabulary, a batch store), which a save would overwrite or
+    mix the model into."""
+    from topicjax.persistence import SaveRefusedError, check_save_target
+
+    if not out:
+        return
+    target = Path(out).resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = Path(given).resolve()
+        how = ("is" if target == source else "holds" if source.is_relative_to(target)
+               else "is inside" if target.is_relative_to(source) else None)
+        if how:
+            raise SaveRefusedError(f"--out {out} {how} the input {given}: save the model to a folder of its own, "
+                                   "outside what the command reads")
+    try:
+        check_save_target(out)
+    except SaveRefusedError as e:
+        raise SaveRefusedError(f"--out: {e}") from None
+
+
+def save_model(model, out, steps: Steps) -> None:
+    """Save to ``--out`` (a model there is replaced, other files kept; see :func:`check_out`); the
+    files that described the replaced model (``fit_summary.json``, ``order_selection.json``) go."""
     if out:
         model.save(out)
+        for stale in (SUMMARY_FILE, ORDER_FILE):
+            (Path(out) / stale).unlink(missing_ok=True)
         steps.saved_to = out
         print(f"model saved to {out}", flush=True)
     else:
@@ -163,6 +192,7 @@ def cmd_fit(args) -> int:
 
     t0 = time.perf_counter()
     check_seed(args.random_state)
+    check_out(args.out, args.corpus, args.vocab)
     bundled = args.corpus is None
     if bundled:
         corpus, true_phi = datasets.make_bars(n_docs=args.docs, seed=args.random_state)
@@ -189,7 +219,7 @@ def cmd_fit(args) -> int:
     print(f"fitted in {t_fit:.1f} s", flush=True)
 
     steps = Steps(None)
-    _save(model, args.out, steps)  # first: nothing after this can lose the model
+    save_model(model, args.out, steps)  # first: nothing after this can lose the model
     s = steps.summary
     s.update(command="fit", corpus=args.corpus or f"bars ({args.docs} documents)", model=type(model).__name__,
              topics=topics, iterations=iterations, seed=args.random_state, train_docs=train.n_docs,
@@ -237,6 +267,7 @@ def cmd_select_order(args) -> int:
     from topicjax.ptm import select_order
 
     check_seed(args.random_state)
+    check_out(args.out, args.corpus, args.vocab)
     corpus = read_corpus_args(args, args.corpus)
     print(f"corpus {args.corpus}: {corpus!r}")
     params = {"progress": not args.quiet}
@@ -260,7 +291,7 @@ def cmd_select_order(args) -> int:
     best = result.best_model
     print(f"best order: M = {result.best_order} (BIC {best.bic_:.6g})")
     steps = Steps(None)
-    _save(best, args.out, steps)
+    save_model(best, args.out, steps)
     if args.out:
         curve = {"bic": args.bic, "orders": result.orders, "bics": result.bics, "seconds": result.seconds,
                  "best_order": result.best_order, "corpus": args.corpus}

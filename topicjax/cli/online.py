@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from topicjax.cli.commands import Steps, print_topics
+from topicjax.cli.commands import Steps, check_out, print_topics, save_model
 from topicjax.cli.families import parse_regularizer
 from topicjax.cli.inputs import read_corpus_args
 
@@ -83,6 +83,7 @@ def online_model(phi, vocab, history, *, regularizers, doc_passes: int, seed: in
 def cmd_fit_online(args) -> int:
     from topicjax.scale import online
 
+    check_out(args.out, args.store)
     store = online.BatchStore(args.store)
     print(f"batch store {args.store}: {store.n_docs} documents, {store.n_words} words in {store.n_batches} "
           f"batch(es) of {store.batch_size}")
@@ -99,12 +100,7 @@ def cmd_fit_online(args) -> int:
     steps = Steps(None)
     model = online_model(phi, store.vocab(), history, regularizers=regs or None, doc_passes=args.doc_passes,
                          seed=args.random_state)
-    if args.out:
-        model.save(args.out)
-        steps.saved_to = args.out
-        print(f"model saved to {args.out}", flush=True)
-    else:
-        print("note: the model is not saved (pass --out DIR to keep it)", flush=True)
+    save_model(model, args.out, steps)
     print("top words:")
     steps.run("top words", lambda: print_topics(phi, model.vocab_, args.top))
     last = [h for h in history if h["pass"] == args.passes]

@@ -21,6 +21,9 @@ __all__ = ["cmd_report", "score_series", "write_report"]
 
 _SKIP = {"iteration", "sweep", "seconds", "pass", "batch"}
 _FIRST = ("objective", "perplexity", "bic", "loglik", "n_topics")
+#: The stylesheet of report.html: a plain string, not an f-string, so its braces are CSS braces.
+STYLE = ("body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse}"
+         "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}")
 
 
 def score_series(model) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -189,9 +192,8 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
                 body.append("<table>" + "".join(f"<tr><th>{t}</th><td>{e(' '.join(ws))}</td></tr>"
                                                 for t, ws in enumerate(content)) + "</table>")
         page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                f"<title>{e(name)} — {e(folder.name)}</title><style>body{{font-family:sans-serif;max-width:70em;"
-                "margin:auto}}table{{border-collapse:collapse}}th,td{{border:1px solid #ccc;padding:2px 8px;"
-                "text-align:left}}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+                f"<title>{e(name)} — {e(folder.name)}</title><style>{STYLE}</style></head><body>\n"
+                + "\n".join(body) + "\n</body></html>\n")
         html_path = folder / "report.html"
         html_path.write_text(page, encoding="utf-8")
         written.insert(1, html_path)

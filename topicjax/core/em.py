@@ -15,8 +15,9 @@ One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) ->
   of the model for the rest of the fit (masks ``topic_alive``, ``doc_alive``: shapes never
   change, nothing recompiles; a removed document's tokens no longer count);
 * ``cfg.n_segments > 1``: one distribution per modality (block of rows of Φ, ``aux.segments``);
-* ``cfg.doc_passes = k >= 1``: BigARTM's offline pass: Θ restarts from uniform, ``k - 1``
-  iterations of eq. 16 with Φ fixed (half an E-step each), then the full regularized step.
+* ``cfg.doc_passes = k >= 1``: BigARTM's offline pass (its ``num_document_passes``): Θ restarts
+  from uniform, ``k`` iterations of eq. 16 with Φ fixed (half an E-step each), then the full
+  regularized step at the final Θ (BigARTM's processor: ``k`` Θ updates, then n_wt).
 
 :data:`ALGORITHM` packages the step for the drivers of :mod:`topicjax.core.driver` (stopping
 rule on the log-likelihood, per-iteration records on the device, non-finite and collapse checks).
@@ -159,7 +160,7 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
     theta = state.theta
     if cfg.doc_passes:
         theta = jnp.broadcast_to((alive_t / alive_t.sum())[:, None], theta.shape).astype(theta.dtype)
-        theta = theta_passes(state.phi, theta, data, penalty, keep, cfg.doc_passes - 1,
+        theta = theta_passes(state.phi, theta, data, penalty, keep, cfg.doc_passes,
                              (lambda th: _mask_theta(th, alive_t, alive_d)) if masking else None)
     loglik = estep.log_likelihood if cfg.update_phi else estep.log_likelihood_theta
     ll, r, phi, theta, finite, empty_phi, empty_theta = mstep.m_step(

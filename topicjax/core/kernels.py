@@ -25,7 +25,11 @@ Selecting the kernel (decided when a function is traced):
   compiled before are traced again with the new choice.
 
 Threads: all cores this process may run on (``os.sched_getaffinity``) unless ``TOPICJAX_THREADS``
-says otherwise; :func:`set_threads` changes it at any time without recompiling.  One pool and one
+says otherwise (an integer in [1, 4096]; more than the cores warns once, a ``RuntimeWarning``, and
+is used anyway); :func:`set_threads` changes it at any time without recompiling.  Both environment
+variables are read when a kernel is first needed, not at import (:mod:`topicjax.core.environment`:
+a bad value is a ``ValueError`` of the parameters' shape there, and one line from the command
+line).  One pool and one
 thread count serve every kernel of the module (E-step, PTM, the LIDA sweep).  The threads are a
 persistent pool that sleeps between calls.  Results for a given thread count are the same bits
 run after run; different thread counts sum ∂L/∂Φ in a different order and agree to round-off.
@@ -55,13 +59,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import warnings
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from topicjax.core import environment
 
 __all__ = [
     "EPS",
@@ -99,6 +104,7 @@ except ImportError as e:  # not built (no compiler at install time) or built for
 
 _REGISTERED = False
 _WARNED: set = set()
+_THREADS_SET = False  # TOPICJAX_THREADS (or set_threads) applied to the pool
 
 
 def available() -> bool:
@@ -149,11 +155,15 @@ def _parse_backend(value: str, source: str) -> str:
     return v
 
 
-_BACKEND = _parse_backend(os.environ.get("TOPICJAX_ESTEP", "auto"), "TOPICJAX_ESTEP")
+_BACKEND: str | None = None  # None: TOPICJAX_ESTEP not read yet (it is read on first use)
 
 
 def get_backend() -> str:
-    """The E-step backend setting: ``"auto"``, ``"xla"`` or ``"ffi"``."""
+    """The E-step backend setting: ``"auto"``, ``"xla"`` or ``"ffi"`` (``TOPICJAX_ESTEP`` until
+    :func:`set_backend` is called; a ``ValueError`` when that variable holds something else)."""
+    global _BACKEND
+    if _BACKEND is None:
+        _BACKEND = environment.backend_setting("TOPICJAX_ESTEP")
     return _BACKEND
 
 
@@ -168,7 +178,7 @@ def set_backend(name: str) -> str:
     if name == "ffi" and _lib is None:
         raise RuntimeError(f"the compiled E-step kernel is unavailable ({_LOAD_ERROR}); reinstall topicjax "
                            "with a C++17 compiler (`pip install -e .`) or use the 'xla' backend")
-    old, _BACKEND = _BACKEND, name
+    old, _BACKEND = get_backend(), name
     if old != name:
         jax.clear_caches()
     return old
@@ -186,12 +196,13 @@ def backend(name: str):
 
 def use_ffi(dtype, theta_dtype=None) -> bool:
     """Whether an E-step traced now for arrays of ``dtype`` runs the C++ kernel."""
-    if _BACKEND == "xla":
+    choice = get_backend()
+    if choice == "xla":
         return False
     ok_dtype = jnp.dtype(dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)) and (
         theta_dtype is None or jnp.dtype(theta_dtype) == jnp.dtype(dtype))
     on_cpu = jax.default_backend() == "cpu"
-    if _BACKEND == "ffi":
+    if choice == "ffi":
         if _lib is None:
             raise RuntimeError(f"TOPICJAX_ESTEP=ffi but the compiled E-step kernel is unavailable ({_LOAD_ERROR})")
         if not on_cpu:
@@ -221,6 +232,8 @@ def _register() -> bool:
     global _REGISTERED
     if not _REGISTERED:
         _check_stale()
+        if not _THREADS_SET:  # TOPICJAX_THREADS, read before the first kernel call
+            set_threads()
         for name, capsule in _lib.handlers().items():
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
         _REGISTERED = True
@@ -230,35 +243,37 @@ def _register() -> bool:
 # ------------------------------------------------------------------------------------ threads
 def default_threads() -> int:
     """``TOPICJAX_THREADS`` if set, else the number of cores this process may run on."""
-    env = os.environ.get("TOPICJAX_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ValueError(f"TOPICJAX_THREADS must be a positive integer, got {env!r}")
-        return n
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    n = environment.threads()
+    return environment.usable_cores() if n is None else n
 
 
 def get_threads() -> int:
-    """Threads of the C++ E-step (1 when the kernel is unavailable)."""
-    return 1 if _lib is None else int(_lib.get_threads())
+    """Threads of the C++ E-step (1 when the kernel is unavailable; ``TOPICJAX_THREADS`` is
+    applied first if it was not yet)."""
+    if _lib is None:
+        return 1
+    if not _THREADS_SET:
+        set_threads()
+    return int(_lib.get_threads())
 
 
 def set_threads(n: int | None = None) -> int:
     """Set the threads of the C++ E-step (``None``: :func:`default_threads`); returns the previous
-    number.  Takes effect from the next call, compiled functions included (no recompilation)."""
-    old = get_threads()
-    n = default_threads() if n is None else n
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    number.  Takes effect from the next call, compiled functions included (no recompilation).
+    More threads than the cores this process may run on warn once (``RuntimeWarning``)."""
+    global _THREADS_SET
+    old = int(_lib.get_threads()) if _lib is not None else 1
+    if n is None:
+        n = default_threads()
+    elif isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"the number of threads must be a positive integer, got {n!r}")
+    elif n > environment.MAX_THREADS:
+        raise ValueError(f"the number of threads must be a positive integer <= {environment.MAX_THREADS}, got {n!r}")
+    else:
+        environment.warn_threads(int(n), "the number of threads")
     if _lib is not None:
         _lib.set_threads(int(n))
+    _THREADS_SET = True
     return old
 
 
@@ -267,9 +282,6 @@ def release_buffers() -> None:
     if _lib is not None:
         _lib.release_buffers()
 
-
-if _lib is not None:
-    set_threads()
 
 
 # ------------------------------------------------------------------------------------ calls

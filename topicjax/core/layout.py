@@ -33,6 +33,8 @@ ACCEL_CHUNK = 65536
 #: Width of a document piece: :func:`prepare` cuts every document's list of distinct words into
 #: pieces of this many slots (the last piece of a document is padded with zero counts).
 PIECE = 16
+#: entries placed per step of :func:`sliced_layout` (bounds its temporaries)
+_FILL_BLOCK = 1 << 22
 
 class DocWordCounts(NamedTuple):
     """Non-zero counts of a corpus on the device, padded into ``(n_chunks, chunk)`` blocks.
@@ -80,8 +82,11 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32) -> DocWordCount
             k = -(-k // 64) * 64
     else:
         k = -(-int(chunk) // width)
-    arrays = sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype)
-    return DocWordCounts(*(jnp.asarray(a) for a in arrays))
+    arrays = list(sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype))
+    out = []
+    while arrays:  # each host array is released once it is on the device
+        out.append(jnp.asarray(arrays.pop(0)))
+    return DocWordCounts(*out)
 
 
 def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int | None = None, dtype=np.float32):
@@ -93,9 +98,9 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
     carry count 0, word 0 and the id of the last document, so ids stay sorted.
     """
     offsets = np.asarray(offsets, np.int64)
-    nnz = int(offsets[-1] - offsets[0])
     D = offsets.size - 1
-    pieces_per_doc = -(-np.diff(offsets) // width)
+    lens = np.diff(offsets)
+    pieces_per_doc = -(-lens // width)
     n_pieces = int(pieces_per_doc.sum())
     need = max(1, -(-n_pieces // k))
     if n_chunks is None:
@@ -103,22 +108,30 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
     elif n_chunks < need:
         raise ValueError(f"{n_pieces} pieces do not fit in {n_chunks} chunks of {k}")
     total_pieces = n_chunks * k
-    piece_doc = np.repeat(np.arange(D, dtype=np.int64), pieces_per_doc)
-    last = piece_doc[-1] if n_pieces else 0
-    piece_doc = np.concatenate([piece_doc, np.full(total_pieces - n_pieces, last, np.int64)])
-    # The j-th entry of document d goes to slot (first piece of d + j // width) * width + j % width.
-    first_piece = np.cumsum(pieces_per_doc) - pieces_per_doc
-    doc_ids = np.repeat(np.arange(D, dtype=np.int64), np.diff(offsets))
-    rank = np.arange(nnz, dtype=np.int64) - (offsets[doc_ids] - offsets[0])
-    slot = (first_piece[doc_ids] + rank // width) * width + rank % width
+    piece_doc = np.empty(total_pieces, np.int32)
+    piece_doc[:n_pieces] = np.repeat(np.arange(D, dtype=np.int32), pieces_per_doc)
+    piece_doc[n_pieces:] = piece_doc[n_pieces - 1] if n_pieces else 0
+    # A document's entries fill consecutive slots from its first piece on: entry i (counted from
+    # offsets[0]) of document d goes to slot shift[d] + i.  Filled BLOCK entries at a time, so the
+    # only temporaries are a block's slots.
+    shift = (np.cumsum(pieces_per_doc) - pieces_per_doc) * width - (offsets[:-1] - offsets[0])
     n_slots = total_pieces * width
     word = np.zeros(n_slots, np.int32)
-    word[slot] = np.asarray(word_ids)[offsets[0]:offsets[-1]]
     count = np.zeros(n_slots, np.dtype(dtype))
-    count[slot] = np.asarray(counts)[offsets[0]:offsets[-1]]
-    doc = np.repeat(piece_doc.astype(np.int32), width)
+    word_ids, counts = np.asarray(word_ids), np.asarray(counts)
+    d = 0
+    while d < D:
+        stop = max(d + 1, int(np.searchsorted(offsets, offsets[d] + _FILL_BLOCK, side="right")) - 1)
+        stop = min(stop, D)
+        a, b = int(offsets[d]), int(offsets[stop])
+        if b > a:
+            slot = np.repeat(shift[d:stop], lens[d:stop]) + np.arange(a - offsets[0], b - offsets[0])
+            word[slot] = word_ids[a:b]
+            count[slot] = counts[a:b]
+        d = stop
+    doc = np.repeat(piece_doc, width)
     return (doc.reshape(n_chunks, k * width), word.reshape(n_chunks, k * width),
-            count.reshape(n_chunks, k * width), piece_doc.astype(np.int32).reshape(n_chunks, k))
+            count.reshape(n_chunks, k * width), piece_doc.reshape(n_chunks, k))
 
 
 

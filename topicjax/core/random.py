@@ -31,7 +31,8 @@ def _is_key(x) -> bool:
 
 
 def check_random_state(random_state, name: str = "random_state"):
-    """The value itself when it is ``None``, a non-negative int or a key; a ``ValueError`` otherwise."""
+    """The value itself when it is ``None`` or a key, a non-negative int as a Python int (a numpy
+    integer too: a seed kept in ``seed_`` and saved with the model); a ``ValueError`` otherwise."""
     if random_state is None or _is_key(random_state):
         return random_state
     if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
@@ -39,7 +40,7 @@ def check_random_state(random_state, name: str = "random_state"):
     if random_state < 0 or random_state >= 2**32:
         # jax.random.key keeps the low 32 bits of a larger seed: refuse instead of aliasing seeds
         raise ValueError(f"{name} must be an int in [0, 2**32), None or a jax.random key, got {random_state!r}")
-    return random_state
+    return int(random_state)
 
 
 def as_key(random_state, name: str = "random_state"):

@@ -25,10 +25,14 @@ Readers for files live in :mod:`topicjax.data.formats`; they all end in :meth:`C
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+
+from topicjax.data import entries as E
+from topicjax.data.entries import CorpusError
 
 __all__ = [
     "Corpus",
@@ -40,10 +44,6 @@ __all__ = [
     "inferred_size_limit",
     "first_missing",
 ]
-
-
-class CorpusError(ValueError):
-    """Invalid corpus content; the message names the document, line or value that is wrong."""
 
 
 class CorpusWarning(UserWarning):
@@ -137,49 +137,9 @@ def _as_vocab(vocab, n_words: int | None) -> tuple[str, ...]:
     return vocab
 
 
-def _as_numbers(values, name: str) -> np.ndarray:
-    """``values`` as a numeric array.  numpy makes an object array of a list holding ``None``, a
-    string among numbers or an integer beyond 64 bits: the first such entry is named."""
-    arr = np.asarray(values)
-    if arr.dtype != object:
-        return arr
-    flat = arr.ravel().tolist()
-    for i, v in enumerate(flat):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise CorpusError(f"entry {i}: {name} {v!r} is not a number")
-        if isinstance(v, (int, np.integer)) and not -(2**63) <= int(v) < 2**63:
-            raise CorpusError(f"entry {i}: {name} {v} does not fit in 64 bits")
-    exact = all(isinstance(v, (int, np.integer)) for v in flat)  # ints stay exact
-    return np.asarray(flat, np.int64 if exact else np.float64).reshape(arr.shape)
-
-
-def _check_counts(counts: np.ndarray, doc_ids: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
-    counts = np.asarray(counts)
-    if counts.dtype.kind not in "iufb":
-        raise CorpusError(f"counts must be numeric, got dtype {counts.dtype}")
-
-    def where(i: int) -> str:
-        return f"document {int(doc_ids[i])}, word {int(word_ids[i])}"
-
-    if counts.dtype.kind == "f":
-        bad = ~np.isfinite(counts)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            what = "NaN" if np.isnan(counts[i]) else "not finite"
-            raise CorpusError(f"{where(i)}: count {counts[i]} is {what}")
-    bad = counts < 0
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise CorpusError(f"{where(i)}: count {counts[i]} is negative")
-    if counts.dtype.kind == "f":
-        bad = counts != np.round(counts)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise CorpusError(f"{where(i)}: count {counts[i]} is not an integer")
-    if counts.size and counts.max() > np.iinfo(np.int32).max:
-        i = int(np.argmax(counts))
-        raise CorpusError(f"{where(i)}: count {counts[i]} does not fit in int32")
-    return counts.astype(np.int32)
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,6 +185,12 @@ class Corpus:
     doc_names: tuple[str, ...] | None = None
     dropped_docs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
+    def __post_init__(self):
+        # immutable in fact, not only by convention: the derived arrays are cached
+        for a in (self.doc_ids, self.word_ids, self.counts):
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_entries(
@@ -263,53 +229,27 @@ class Corpus:
         """
         if empty_docs not in ("error", "drop"):
             raise ValueError(f"empty_docs must be 'error' or 'drop', got {empty_docs!r}")
-        doc_ids = _as_numbers(doc_ids, "document id")
-        word_ids = _as_numbers(word_ids, "word id")
-        counts = _as_numbers(counts, "count")
+        doc_ids = E.as_numbers(doc_ids, "document id")
+        word_ids = E.as_numbers(word_ids, "word id")
+        counts = E.as_numbers(counts, "count")
         if not (doc_ids.shape == word_ids.shape == counts.shape) or doc_ids.ndim != 1:
             raise CorpusError(
                 f"doc_ids, word_ids and counts must be 1-d arrays of one length, got shapes "
                 f"{doc_ids.shape}, {word_ids.shape}, {counts.shape}"
             )
-        for name, arr in (("document id", doc_ids), ("word id", word_ids)):
-            if arr.size and arr.dtype.kind not in "iu":
-                if arr.dtype.kind in "US":
-                    for i, v in enumerate(arr.tolist()):
-                        try:
-                            float(v)
-                        except ValueError:
-                            raise CorpusError(f"entry {i}: {name} {v!r} is not a number") from None
-                if arr.dtype.kind != "f":
-                    raise CorpusError(f"{name}s must be integers, got dtype {arr.dtype}")
-                bad = ~np.isfinite(arr) | (arr != np.round(arr))
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
-                    raise CorpusError(f"entry {i}: {name} {arr[i]} is not an integer")
-                bad = np.abs(arr) >= 2.0**63
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
-                    raise CorpusError(f"entry {i}: {name} {arr[i]} does not fit in 64 bits")
-            if arr.dtype.kind == "u" and arr.size and arr.max() >= 2**63:
-                i = int(np.argmax(arr))
-                raise CorpusError(f"entry {i}: {name} {arr[i]} does not fit in 64 bits")
-        doc_ids = doc_ids.astype(np.int64)
-        word_ids = word_ids.astype(np.int64)
+        doc_ids = E.integer_ids(doc_ids, "document id")
+        word_ids = E.integer_ids(word_ids, "word id")
         # Sizes are checked before anything of that size is allocated (a placeholder vocabulary,
         # per-document arrays): see inferred_size_limit.
         vocab_t = _as_vocab(vocab, n_words)
         if n_words is not None and vocab is not None and n_words != len(vocab_t):
             raise CorpusError(f"n_words={n_words} but the vocabulary has {len(vocab_t)} entries")
         W = len(vocab_t)
-        counts = _check_counts(counts, doc_ids, word_ids)
-        if doc_ids.size and doc_ids.min() < 0:
+        counts = E.checked_counts(counts, doc_ids, word_ids)
+        if doc_ids.size and int(doc_ids.min()) < 0:
             i = int(np.argmin(doc_ids))
             raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is negative")
-        bad = (word_ids < 0) | (word_ids >= W)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise CorpusError(
-                f"document {int(doc_ids[i])}: word id {int(word_ids[i])} is outside the vocabulary of {W} words"
-            )
+        E.check_word_range(word_ids, W, doc_ids)
         n_docs_from_ids = None
         if n_docs is None:
             # Documents after the last one with an entry are empty; the per-document names or
@@ -325,25 +265,13 @@ class Corpus:
                 n_docs = max(n_docs, len(labels))
         else:
             n_docs = _size(n_docs, "n_docs")
-            if doc_ids.size and doc_ids.max() >= n_docs:
+            if doc_ids.size and int(doc_ids.max()) >= n_docs:
                 i = int(np.argmax(doc_ids))
                 raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is outside [0, {n_docs})")
 
-        # Zero entries carry no information; drop them and merge duplicates by summing.
-        keep = counts > 0
-        doc_ids, word_ids, counts = doc_ids[keep], word_ids[keep], counts[keep]
-        key = doc_ids * max(W, 1) + word_ids
-        order = np.argsort(key, kind="stable")
-        key, doc_ids, word_ids, counts = key[order], doc_ids[order], word_ids[order], counts[order]
-        if key.size and np.any(key[1:] == key[:-1]):
-            uniq, start = np.unique(key, return_index=True)
-            counts = np.add.reduceat(counts.astype(np.int64), start)
-            if counts.max() > np.iinfo(np.int32).max:
-                raise CorpusError("a merged count does not fit in int32")
-            counts = counts.astype(np.int32)
-            doc_ids, word_ids = doc_ids[start], word_ids[start]
-        # Documents with tokens, from the sorted entries: O(nnz), whatever n_docs says.
-        present = doc_ids[np.concatenate([[True], doc_ids[1:] != doc_ids[:-1]])] if doc_ids.size else doc_ids
+        # Zero entries carry no information: dropped; duplicates merged by summing.
+        doc_ids, word_ids, counts = E.sorted_entries(doc_ids, word_ids, counts, W)
+        present = E.present_documents(doc_ids)
         n_empty = n_docs - int(present.size)
         if (
             n_empty and n_docs_from_ids is not None and n_docs == n_docs_from_ids
@@ -371,7 +299,7 @@ class Corpus:
                     "pass empty_docs='drop' to remove them"
                 )
             # O(entries) renumbering; the only array of size n_docs is dropped_docs itself.
-            doc_ids = np.searchsorted(present, doc_ids)
+            doc_ids = E.renumber(doc_ids)
             if labels_m is not None:
                 labels_m = labels_m[present]
             if doc_names is not None:
@@ -381,9 +309,9 @@ class Corpus:
             dropped = np.flatnonzero(empty_mask).astype(np.int64)
             n_docs = int(present.size)
         return cls(
-            doc_ids=doc_ids.astype(np.int32),
-            word_ids=word_ids.astype(np.int32),
-            counts=counts.astype(np.int32),
+            doc_ids=doc_ids,
+            word_ids=word_ids,
+            counts=counts,
             vocab=vocab_t,
             n_docs=int(n_docs),
             labels=labels_m,
@@ -422,8 +350,12 @@ class Corpus:
         """
         if not sp.issparse(matrix):
             return cls.from_dense(matrix, vocab, **kwargs)
+        D, W = matrix.shape
+        if matrix.format == "csr":  # rows are documents: their ids without a COO copy of the matrix
+            csr = matrix if matrix.has_sorted_indices else matrix.sorted_indices()
+            rows = np.repeat(np.arange(D, dtype=np.int32 if D <= MAX_ID else np.int64), np.diff(csr.indptr))
+            return cls.from_entries(rows, csr.indices, csr.data, vocab=vocab, n_words=W, n_docs=D, **kwargs)
         coo = sp.coo_matrix(matrix)
-        D, W = coo.shape
         return cls.from_entries(coo.row, coo.col, coo.data, vocab=vocab, n_words=W, n_docs=D, **kwargs)
 
     @classmethod
@@ -457,7 +389,7 @@ class Corpus:
                 raise CorpusError(f"the vocabulary mapping has no word for id {gaps[0]} (ids must be 0..{len(mapping) - 1})")
             vocab = [mapping[i] for i in range(len(mapping))]
         kwargs.setdefault("n_docs", n)
-        w_arr = _as_numbers(w_list, "word id")
+        w_arr = E.as_numbers(w_list, "word id")
         if vocab is None and kwargs.get("n_words") is None:
             kwargs["n_words"] = 0
             if w_arr.size:
@@ -474,7 +406,7 @@ class Corpus:
                         )
                     kwargs["n_words"] = top + 1
                 # otherwise from_entries names the bad id
-        return cls.from_entries(np.asarray(d_list, np.int64), w_arr, _as_numbers(c_list, "count"), vocab=vocab, **kwargs)
+        return cls.from_entries(np.asarray(d_list, np.int64), w_arr, E.as_numbers(c_list, "count"), vocab=vocab, **kwargs)
 
     @classmethod
     def from_texts(
@@ -538,25 +470,33 @@ class Corpus:
     def n_tokens(self) -> int:
         return int(self.counts.sum(dtype=np.int64))
 
-    @property
+    # Derived arrays are computed once and kept (the corpus's arrays are read-only), read-only
+    # themselves; each is O(n_docs) or O(n_words), computed in blocks without O(nnz) temporaries.
+    @cached_property
     def doc_lengths(self) -> np.ndarray:
         """Tokens per document, ``int64 (n_docs,)``."""
-        return np.bincount(self.doc_ids, weights=self.counts, minlength=self.n_docs).astype(np.int64)
+        off = self.doc_offsets
+        out = np.zeros(self.n_docs, np.int64)
+        if self.nnz:
+            nonempty = off[1:] > off[:-1]
+            out[nonempty] = np.add.reduceat(self.counts, off[:-1][nonempty], dtype=np.int64)
+        return _frozen(out)
 
-    @property
+    @cached_property
     def word_counts(self) -> np.ndarray:
         """Tokens per word over the whole corpus, ``int64 (n_words,)``."""
-        return np.bincount(self.word_ids, weights=self.counts, minlength=self.n_words).astype(np.int64)
+        return _frozen(E.block_bincount(self.word_ids, self.n_words, self.counts))
 
-    @property
+    @cached_property
     def doc_frequency(self) -> np.ndarray:
         """Number of documents containing each word, ``int64 (n_words,)``."""
-        return np.bincount(self.word_ids, minlength=self.n_words).astype(np.int64)
+        return _frozen(E.block_bincount(self.word_ids, self.n_words))
 
-    @property
+    @cached_property
     def doc_offsets(self) -> np.ndarray:
         """``(n_docs + 1,)`` offsets: document ``d``'s entries are ``[offsets[d], offsets[d+1])``."""
-        return np.concatenate([[0], np.cumsum(np.bincount(self.doc_ids, minlength=self.n_docs))]).astype(np.int64)
+        # the entries are sorted by document: a binary search per document, no O(nnz) temporary
+        return _frozen(np.searchsorted(self.doc_ids, np.arange(self.n_docs + 1), side="left").astype(np.int64))
 
     @property
     def multilabel(self) -> bool:
@@ -666,7 +606,11 @@ class Corpus:
         gives the same split.
         """
         D = self.n_docs
-        n_test = int(round(test_size * D)) if isinstance(test_size, float) else int(test_size)
+        is_int = isinstance(test_size, (int, np.integer)) and not isinstance(test_size, (bool, np.bool_))
+        is_fraction = isinstance(test_size, (float, np.floating)) and 0.0 <= test_size <= 1.0  # not NaN
+        if not (is_int or is_fraction):  # np.float32(0.1) is a fraction too, not int(0.1) = 0 documents
+            raise ValueError(f"test_size must be a fraction in (0, 1) or a number of documents, got {test_size!r}")
+        n_test = int(test_size) if is_int else int(round(float(test_size) * D))
         if not 0 < n_test < D:
             raise ValueError(f"test_size={test_size} leaves no training or no test documents out of {D}")
         perm = np.random.default_rng(seed).permutation(D)
@@ -809,6 +753,8 @@ class Corpus:
         """Raise when a model with ``n_topics`` topics cannot be fitted to this corpus."""
         if int(n_topics) != n_topics or n_topics < 1:
             raise ValueError(f"the number of topics must be a positive integer, got {n_topics!r}")
+        if self.n_docs == 0:  # say so, rather than "more topics than its 0 tokens"
+            raise ValueError("the corpus has no documents (an empty file, or every document dropped as empty)")
         if n_topics > self.n_tokens:
             raise ValueError(f"{n_topics} topics is more than the {self.n_tokens} tokens of the corpus")
 

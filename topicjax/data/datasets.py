@@ -18,11 +18,11 @@ time.  They raise :class:`FileNotFoundError` when the data is absent (tests skip
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
+from topicjax.core import environment
 from topicjax.data.corpus import Corpus
 
 __all__ = [
@@ -88,6 +88,11 @@ def make_bars(
 
     Words are named ``"r{row}c{col}"`` after their pixel.
     """
+    from topicjax.core.validation import check_int, check_number
+
+    n_docs, size, doc_length = (check_int(v, name, 1) for v, name in
+                                ((n_docs, "n_docs"), (size, "size"), (doc_length, "doc_length")))
+    alpha = check_number(alpha, "alpha", 0.0, low_open=True)
     phi = bars_topics(size)
     vocab = [f"r{i}c{j}" for i in range(size) for j in range(size)]
     corpus, _ = make_lda_corpus(phi, n_docs, doc_length=doc_length, alpha=alpha, seed=seed, vocab=vocab)
@@ -112,11 +117,9 @@ def shared_data_dir() -> Path:
     error rather than a silent fall-back to another copy).
     """
     candidates = []
-    env = os.environ.get("TOPICJAX_DATA")
-    if env:
-        if not Path(env).is_dir():
-            raise FileNotFoundError(f"TOPICJAX_DATA={env} is not a folder")
-        return Path(env)
+    env = environment.data_dir()  # FileNotFoundError when it is set but not a folder
+    if env is not None:
+        return env
     for base in (Path.cwd(), Path(__file__).resolve().parent):
         for parent in (base, *base.parents):
             candidates.append(parent / "shared" / "data")

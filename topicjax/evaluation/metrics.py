@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from topicjax.core.validation import check_int
 from topicjax.data.corpus import Corpus
 
 __all__ = [
@@ -249,6 +250,10 @@ def coherence(
     """
     if measure not in ("pmi", "npmi", "umass"):
         raise ValueError(f"measure must be 'pmi', 'npmi' or 'umass', got {measure!r}")
+    if kernel:  # None: the whole kernel; a negative k would drop its last words
+        k = None if k is None else check_int(k, "k", 1)
+    elif k is None or not isinstance(k, (int, np.integer)) or isinstance(k, (bool, np.bool_)) or k < 2:
+        raise ValueError(f"k must be an integer >= 2 for top-k coherence (None with kernel=True), got {k!r}")
     phi = np.asarray(phi, np.float64)
     if phi.shape[0] != corpus.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the reference corpus has {corpus.n_words}")
@@ -260,10 +265,8 @@ def coherence(
         if kernel:
             words = order[ptw[order, t] > delta]
             if k is not None:
-                words = words[:k] if k > 0 else words
+                words = words[:k]
         else:
-            if k is None or k < 2:
-                raise ValueError("k must be at least 2 for top-k coherence")
             words = order[:k]
         out.append(_pair_scores(words, corpus, measure, eps))
     return np.asarray(out)
@@ -323,6 +326,7 @@ def kernel_scores(phi, topic_weights=None, *, delta: float = 0.25) -> dict[str, 
 
 def top_words(phi, vocab: Sequence[str], n: int = 10) -> list[list[str]]:
     """The ``n`` most probable words of each topic (column of Φ)."""
+    n = check_int(n, "n", 1)  # a negative n would slice off the last words: every word but n
     phi = np.asarray(phi)
     if phi.shape[0] != len(vocab):
         raise ValueError(f"phi has {phi.shape[0]} words but the vocabulary has {len(vocab)}")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from topicjax.core.validation import check_int
 from topicjax.evaluation import metrics
 
 __all__ = [
@@ -173,6 +174,10 @@ class Coherence:
 
     def __init__(self, k: int | None = 10, *, kernel: bool = False, measure: str = "pmi", reference=None,
                  delta: float = 0.25, name: str | None = None):
+        if kernel:  # checked here, not at the first iteration of a fit: None is the whole kernel
+            k = None if k is None else check_int(k, "k", 1)
+        else:
+            k = check_int(k, "k", 2)
         self.k, self.kernel, self.measure, self.reference, self.delta = k, kernel, measure, reference, delta
         self.name = name or ("coherence_kernel" if kernel else f"coherence_{k}")
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from topicjax.core.validation import check_int
 from topicjax.data.corpus import Corpus
 from topicjax.interop.common import model_vocab, topic_word_matrix
 
@@ -101,6 +102,7 @@ def gensim_topics(model, top_n: int = 10, *, drop_empty: bool = True) -> list[li
 
     All-zero topics are left out (``drop_empty=True``; the kept ones are
     ``GensimTopicModel(model).topic_ids``) or make an error."""
+    top_n = check_int(top_n, "top_n", 1)
     m = topic_word_matrix(model)
     vocab = model_vocab(model)
     keep = _live(m, drop_empty)
@@ -131,6 +133,8 @@ class GensimTopicModel:
         return self._topics.copy()
 
     def show_topic(self, topicid: int, topn: int = 10) -> list[tuple[str, float]]:
+        topn = check_int(topn, "topn", 1)
+        topicid = check_int(topicid, "topicid", 0, self.num_topics - 1)  # row -1 would be the last topic
         row = self._topics[topicid]
         order = np.argsort(-row, kind="stable")[:topn]
         return [(self.vocab[i], float(row[i])) for i in order]

@@ -24,7 +24,9 @@ perplexity), :mod:`~topicjax.lida.model` (the estimator :class:`LIDA`).
 
 **State and truncation.**  The number of topics is unbounded in LIDA/FTM; the arrays have a static
 number of topic *slots* ``K_max`` (``n_components``) and a slot is a live topic while its column of
-Θ̄ has at least one active entry (for LDA/SSTM all ``K_max`` topics are live).  Counts are dense
+Θ̄ has at least one active entry (for LDA/SSTM all ``K_max`` topics are live).  ``n_components`` is at
+most the corpus's tokens (a live topic holds a token; checked before anything is allocated, with the
+memory of the whole fit, :mod:`~topicjax.lida.validators`).  Counts are dense
 ``int32``: ``n_dk`` (D x K_max; the paper's n_kd stored document-major so that a document's row is
 contiguous), ``n_wk`` (V x K_max), ``n_k`` (K_max), assignments ``z`` (one per token).  With the
 infinite vocabulary (sec. 4.2, eq. 32-33) the word rows are the W observed words followed by

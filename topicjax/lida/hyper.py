@@ -22,7 +22,7 @@ def slice_log(key, x0, logf, w=0.7, max_out=8, max_in=25):
     Written as a single ``while_loop`` whose phase (0: step out left, 1: step out right, 2: shrink)
     is part of the carry, so that ``logf`` is traced twice only (compile time)."""
     # all random numbers drawn up front: RNG calls inside loop bodies are costly to compile
-    u = jax.random.uniform(key, (2 + 2 * max_out + max_in,), minval=1e-7)
+    u = jax.random.uniform(key, (2 + 2 * max_out + max_in,), jnp.float32, minval=1e-7)
     y = logf(x0) + jnp.log(u[0])
     L0 = x0 - w * u[1]
 
@@ -41,7 +41,7 @@ def slice_log(key, x0, logf, w=0.7, max_out=8, max_in=25):
         R = jnp.where(out1, R + w, jnp.where(reject & (point >= x0), point, R))
         x = jnp.where(accept, point, x)
         phase = jnp.where(phase == 0, jnp.where(out0 & (i + 1 < max_out), 0, 1),
-                          jnp.where(phase == 1, jnp.where(out1 & (i + 1 < 2 * max_out), 1, 2), 2))
+                          jnp.where(phase == 1, jnp.where(out1 & (i + 1 < 2 * max_out), 1, 2), 2)).astype(jnp.int32)
         prop = L + u[2 + i] * (R - L)
         point = jnp.where(phase == 0, L, jnp.where(phase == 1, R, prop))
         return phase, i + 1, x, L, R, point, accept
@@ -56,7 +56,7 @@ def gamma_draw(key, shape, n_try: int = 16):
     (each accepted with probability > 0.95 for shape ≥ 1, so all fail with probability < 1e-20) and
     the boost Gamma(a) = Gamma(a + 1) U^{1/a} for shape < 1.  Loop-free (cheap to compile, unlike
     ``jax.random.gamma``)."""
-    r = jax.random.uniform(key, (3, n_try + 1), minval=1e-7)
+    r = jax.random.uniform(key, (3, n_try + 1), jnp.float32, minval=1e-7)
     a = jnp.asarray(shape, jnp.float32)
     a1 = jnp.where(a < 1, a + 1, a)
     d = a1 - 1.0 / 3.0
@@ -73,7 +73,7 @@ def gamma_draw(key, shape, n_try: int = 16):
 def mh_log(key, x0, logf, scale, steps):
     """Random-walk Metropolis-Hastings on x (``steps`` proposals N(x, scale²))."""
 
-    u = jax.random.uniform(key, (3, steps + 1), minval=1e-7)
+    u = jax.random.uniform(key, (3, steps + 1), jnp.float32, minval=1e-7)
     step = scale * jnp.sqrt(-2.0 * jnp.log(u[0])) * jnp.cos(2.0 * jnp.pi * u[1])  # Box-Muller normals
     step = step.at[0].set(0.0)
 
@@ -117,6 +117,7 @@ def _ibp_hyper(k_mass, k_conc, sampled, names, prior, counts, n_features, n_cust
     random-walk MH on log(conc + disc); each only when its name is in ``sampled``."""
     if names[0] in sampled:
         a, b = prior
+        n_features = jnp.asarray(n_features, jnp.float32)  # a count (int64 under JAX_ENABLE_X64)
         mass = gamma_draw(k_mass, a + n_features) / (b + ibp_harmonic(n_customers, conc, disc, n_max))
     if names[1] in sampled:
         f = lambda x: ibp_log_likelihood(counts, n_customers, mass, jnp.exp(x) - disc, disc, n_max)

@@ -190,6 +190,7 @@ def ibp_log_likelihood(feature_counts, n_customers, mass, conc, disc, n_max: int
     c = jnp.asarray(feature_counts, jnp.float32)
     present = c > 0
     n = jnp.asarray(n_customers, jnp.float32)
+    disc = jnp.asarray(disc, jnp.float32)  # a host float: float64 under JAX_ENABLE_X64
     k_star = jnp.sum(present)
     if n_max is None:
         n_max = int(n_customers)

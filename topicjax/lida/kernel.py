@@ -28,12 +28,11 @@ the same number (default: the cores this process may run on, or ``TOPICJAX_THREA
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core import environment
 from topicjax.core import kernels as core_kernels
 
 from .parallel import denominator
@@ -58,11 +57,8 @@ def load_error() -> Exception | None:
 
 
 def get_backend() -> str:
-    if _STATE["backend"] is None:
-        value = os.environ.get("TOPICJAX_LIDA", "auto").strip().lower() or "auto"
-        if value not in BACKENDS:
-            raise ValueError(f"TOPICJAX_LIDA must be one of {list(BACKENDS)}, got {value!r}")
-        _STATE["backend"] = value
+    if _STATE["backend"] is None:  # TOPICJAX_LIDA, read on first use (topicjax.core.environment)
+        _STATE["backend"] = environment.backend_setting("TOPICJAX_LIDA")
     return _STATE["backend"]
 
 

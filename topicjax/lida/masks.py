@@ -103,7 +103,7 @@ def poisson_small(key, rates, cap: int = 24):
     logpmf = k * jnp.log(jnp.maximum(r, TINY)) - r - gammaln(k + 1)
     pmf = jnp.where((r == 0) & (k > 0), 0.0, jnp.exp(logpmf))
     cdf = jnp.cumsum(pmf, axis=-1)
-    u = jax.random.uniform(key, rates.shape)[..., None] * cdf[..., -1:]
+    u = jax.random.uniform(key, rates.shape, jnp.float32)[..., None] * cdf[..., -1:]
     return jnp.minimum(jnp.sum(cdf <= u, axis=-1), cap).astype(jnp.int32)
 
 

@@ -16,12 +16,12 @@ from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
 from topicjax.estimator import TopicModelBase
 from topicjax.persistence import ArraySpec, SavedModelError
-from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, fold_in, loglik, no_evidence, sample_means
+from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, fold_in, loglik, loglik_args, no_evidence, sample_means
 from .hyper import hyper_update
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
-from .validators import check_memory, discount, gamma_prior, hyper_names
+from .validators import check_memory, discount, gamma_prior, hyper_names, topic_slots
 
 __all__ = ["LIDA"]
 
@@ -251,15 +251,20 @@ class LIDA(TopicModelBase):
         corpus = self._train_corpus(X)
         if corpus.n_tokens == 0:
             raise ValueError("the corpus has no tokens")
-        check_memory(corpus, int(self.n_components))
-        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
+        # sizes from the data, before anything is allocated: topics (LDA, SSTM) or slots (LIDA, FTM)
+        # at most the tokens, then the memory of the whole fit
         if self.variant in ("lda", "sstm"):
             corpus.check_topics(self.n_components)
-        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens))
+        else:
+            topic_slots(self.n_components, corpus.n_tokens)
         W = corpus.n_words
         n_phantom = 0
         if self.vocabulary == "infinite" and self.variant in ("lida", "sstm"):
             n_phantom = int(self.n_phantom) if self.n_phantom is not None else max(64, W // 4)
+        memory = {"n_rows": W + n_phantom, "mode": self.mode, "loglik": bool(self.eval_every)}
+        check_memory(corpus, int(self.n_components), **memory)
+        ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
+        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens))
         K = int(self.n_components)
         key = as_key(self._seed(ckpt))
         theta_init = None
@@ -285,8 +290,7 @@ class LIDA(TopicModelBase):
         trace = {h: [] for h in HYPER}
         history = []
         avg = None
-        ll_args = (jnp.asarray(corpus.doc_ids), jnp.asarray(corpus.word_ids),
-                   jnp.asarray(corpus.counts, jnp.float32))
+        ll_args = loglik_args(corpus)
         start, saved, run = 0, {}, None
         if ckpt is not None:
             run = ckpt.run("fit", get_host=lambda: saved["host"], set_host=lambda h: saved.update(host=h))
@@ -313,8 +317,14 @@ class LIDA(TopicModelBase):
                             else f"{of_w} new word(s) found no free phantom row among {cfg.n_rows - W}")
                     if self.grow == "error":
                         raise ValueError(f"sweep {it}: {what}; raise n_components / n_phantom or use grow='auto'")
-                    state, cfg = grow_state(state, cfg, n_topics=2 * (cfg.n_topics + of_t) if of_t else None,
-                                            n_rows=W + 2 * (cfg.n_rows - W) + of_w if of_w else None)
+                    grown = {"n_topics": 2 * (cfg.n_topics + of_t) if of_t else None,
+                             "n_rows": W + 2 * (cfg.n_rows - W) + of_w if of_w else None}
+                    try:  # before growing
+                        check_memory(corpus, grown["n_topics"] or cfg.n_topics,
+                                     **{**memory, "n_rows": grown["n_rows"] or cfg.n_rows})
+                    except ValueError as e:
+                        raise ValueError(f"sweep {it}: {what}, and growing: {e}") from None
+                    state, cfg = grow_state(state, cfg, **grown)
                     if avg is not None:
                         avg = self._grow_avg(avg, cfg)
                 state = new
@@ -461,7 +471,7 @@ class LIDA(TopicModelBase):
         key = jax.random.key(int(self.transform_seed_))
         theta = fold_in(key, jnp.asarray(self.phi_, jnp.float32), jnp.asarray(self.doc_freq_),
                         float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
-                        tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs),
+                        tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs, jnp.float32),
                         n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
         theta = np.asarray(theta, np.float64)
         if not np.all(np.isfinite(theta)):

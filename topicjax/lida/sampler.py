@@ -37,7 +37,7 @@ def assign_exact(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_
     """The exact sequential collapsed Gibbs sweep over tokens, eq. (35)-(38)."""
     alpha, beta = state.alpha, state.beta
     den0 = denominator(state, cfg, phi_bar)
-    u = jax.random.uniform(key, state.z.shape)
+    u = jax.random.uniform(key, state.z.shape, jnp.float32)
 
     def body(carry, xs):
         n_dk, n_wk, n_k = carry

@@ -87,10 +87,10 @@ def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = N
     tokens of one word consecutive within a document) and lay out the blocks of the parallel sweep
     (:func:`topicjax.lida.layout.make_blocks`: documents in corpus order, ``block_tokens`` tokens
     per block)."""
-    doc = np.repeat(corpus.doc_ids, corpus.counts).astype(np.int32)
-    word = np.repeat(corpus.word_ids, corpus.counts).astype(np.int32)
-    order = np.lexsort((word, doc))  # document-major, then word: a word's tokens form one run
-    doc, word = doc[order], word[order]
+    # A corpus's entries are sorted by document, then word, so their repetition already is the
+    # stream in document-major order with each word's tokens in one run (no sort, no int64 copies).
+    doc = np.repeat(corpus.doc_ids, corpus.counts).astype(np.int32, copy=False)
+    word = np.repeat(corpus.word_ids, corpus.counts).astype(np.int32, copy=False)
     n_d = np.bincount(doc, minlength=corpus.n_docs).astype(np.int32)
     doc_off = np.concatenate([[0], np.cumsum(n_d)]).astype(np.int32)
     n_w = np.bincount(word, minlength=corpus.n_words).astype(np.int32)
@@ -154,7 +154,7 @@ def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
             raise ValueError(f"theta_init: document {d} has tokens but no active topic")
         # the j-th active topic of the token's document, j uniform in [0, m_d)
         doc = np.asarray(tokens.doc)
-        u = np.asarray(jax.random.uniform(key, doc.shape))
+        u = np.asarray(jax.random.uniform(key, doc.shape, jnp.float32))
         j = np.minimum((u * m[doc]).astype(np.int64), np.maximum(m[doc] - 1, 0))
         rows, cols = np.nonzero(theta_init)  # row-major: the active slots of each document in order
         start = np.concatenate([[0], np.cumsum(m)])

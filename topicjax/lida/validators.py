@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 
+from topicjax.core import environment
 from topicjax.core import validation as V
 from .state import HYPER
 
-__all__ = ["discount", "hyper_names", "gamma_prior", "memory_limit", "memory_needed", "check_memory"]
+__all__ = ["discount", "hyper_names", "gamma_prior", "topic_slots", "memory_limit", "memory_parts", "memory_needed",
+           "check_memory"]
 
 
 def discount(value, name):
@@ -56,34 +58,106 @@ def gamma_prior(value, name):
 def memory_limit() -> int:
     """Bytes a LIDA fit may plan to hold (:func:`check_memory`): ``TOPICJAX_LIDA_MEMORY`` (bytes),
     by default three quarters of the machine's physical memory."""
-    env = os.environ.get("TOPICJAX_LIDA_MEMORY")
-    if env:
-        try:
-            return int(float(env))
-        except ValueError:
-            raise ValueError(f"TOPICJAX_LIDA_MEMORY must be a number of bytes, got {env!r}") from None
+    env = environment.memory_limit()  # a number of bytes, or with a unit: 16G, 16GiB
+    if env is not None:
+        return env
     try:
         return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 16 << 30
 
 
-def memory_needed(n_tokens: int, n_docs: int, n_words: int, n_topics: int) -> int:
-    """Bytes a chain holds, counted from its arrays: per token its topic, document and word
-    (int32) and the sweep's uniform and new topic (float32, int32); per document and per word row
-    and topic slot the count (int32), the activation (bool) and the posterior sum (float32).
-    Twice that: a sweep builds the next state beside the current one."""
-    per_token = 5 * 4
-    per_cell = 4 + 1 + 4
-    return 2 * (n_tokens * per_token + (n_docs + n_words) * n_topics * per_cell)
+def topic_slots(value, n_tokens: int, name: str = "n_components") -> int:
+    """K_max of LIDA/FTM (the topic slots, a truncation of the unbounded number of topics): at most
+    the corpus's tokens.  A topic lives in the sampler only while it holds a token or was born in
+    the current sweep, and one token belongs to one topic, so slots beyond the tokens are never
+    used; they would only be allocated (count tables of (documents + words) x K_max) and scanned
+    (every sweep visits each slot of the activation masks: K_max = 1e5 on a 40-document corpus
+    took 43 s for 2 sweeps)."""
+    k = V.check_int(value, name, 1)
+    if k > n_tokens:
+        raise ValueError(f"{name} must be an integer <= {n_tokens} (the corpus's tokens: every live topic "
+                         f"holds at least one token), got {value!r}")
+    return k
 
 
-def check_memory(corpus, n_topics: int) -> None:
+#: Bytes per token a fit can need while it builds the token stream (:func:`~topicjax.lida.state.make_tokens`:
+#: host copies of the sorted stream, its order and the block layout, measured at 92 bytes per token).
+SETUP_PER_TOKEN = 96
+#: Bytes per token of the transient arrays of one sweep, by mode (new assignments and the sweep's
+#: own per-token temporaries: XLA's memory analysis of the compiled sweep gives 4 (compiled CPU
+#: kernel), 8.4 (XLA "parallel"), 19 ("exact") and 116 ("stale": its padded per-batch copies)).
+SWEEP_PER_TOKEN = {"parallel": 12, "exact": 20, "stale": 120}
+
+
+def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_nonzeros: int | None = None,
+                 n_rows: int | None = None, mode: str = "parallel", loglik: bool = True) -> dict:
+    """The bytes of a LIDA fit, part by part: ``{"held": {...}, "per sweep": {...}, "setup": n}``.
+
+    *Held* for the whole fit: the token stream (7 int32 per token, the parallel sweep's block
+    layout, 4 int32 per slot with at most 2 slots per token, and the assignments z: 64 bytes per
+    token), the count tables (n_dk, n_wk int32 and the masks Θ̄, Φ̄ bool: 5 bytes per cell of
+    (documents + word rows) x K_max), the posterior sums and the last sample's means (float32,
+    8 bytes per cell of (words + documents) x K_max) and the corpus's entries for the training
+    log-likelihood (12 bytes each, in blocks of :data:`~topicjax.lida.evaluate.BLOCK`).
+    *Per sweep*, one at a time beside those: the sweep (a new state beside the old one and its
+    temporaries, 12 bytes per cell and :data:`SWEEP_PER_TOKEN`), the hyperparameter update (a new
+    state and its count histograms: 10 per cell, 20 per token), the posterior means (5 per cell of
+    (words + documents) x K_max) and, every ``eval_every`` sweeps (``loglik``), the training
+    log-likelihood, whose products φ_w θ_d of one block of entries take three (block x K_max)
+    float32 arrays (XLA's memory analysis counts two, the process's resident memory grows by
+    three).  *Setup*: :data:`SETUP_PER_TOKEN` while the token stream is built, before the rest.
+    The coefficients are XLA's own counts (``compiled.memory_analysis()``) of the compiled
+    programs, rounded up; ``tests/lida/test_lida_limits.py`` compares the total with both those
+    counts and the peak resident memory of a fit.  ``n_rows``: word rows
+    (observed words plus the infinite vocabulary's phantom rows; default ``n_words``);
+    ``n_nonzeros``: (document, word) entries (default: at most the tokens)."""
+    from .evaluate import loglik_block
+
+    N, D, W, K = int(n_tokens), int(n_docs), int(n_words), int(n_topics)
+    R = W if n_rows is None else int(n_rows)
+    nnz = min(N, D * W) if n_nonzeros is None else int(n_nonzeros)
+    block = loglik_block(nnz)
+    entries = max(1, -(-nnz // block)) * block  # padded to whole blocks
+    dr, wd = (D + R) * K, (W + D) * K
+    held = {"token stream": 64 * N, "count tables": 5 * dr + 8 * K, "posterior sums": 8 * wd,
+            "log-likelihood entries": 12 * entries}
+    per_sweep = {"sweep": 12 * dr + SWEEP_PER_TOKEN[mode] * N, "hyperparameter update": 10 * dr + 20 * N,
+                 "posterior means": 5 * wd,
+                 "log-likelihood products": 12 * block * (K + 1) if loglik else 0}
+    return {"held": held, "per sweep": per_sweep, "setup": SETUP_PER_TOKEN * N}
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
+def memory_needed(n_tokens: int, n_docs: int, n_words: int, n_topics: int, **kwargs) -> int:
+    """Bytes a fit needs at its peak (:func:`memory_parts`: what is held plus the largest part of a
+    sweep, or the setup if that is more)."""
+    parts = memory_parts(n_tokens, n_docs, n_words, n_topics, **kwargs)
+    return max(parts["setup"], sum(parts["held"].values()) + max(parts["per sweep"].values()))
+
+
+def check_memory(corpus, n_topics: int, **kwargs) -> None:
     """Refuse, before allocating, a fit whose arrays (:func:`memory_needed`, growing with the
-    number of tokens: a Gibbs sampler keeps every token's topic) exceed :func:`memory_limit`."""
-    need, limit = memory_needed(corpus.n_tokens, corpus.n_docs, corpus.n_words, n_topics), memory_limit()
+    number of tokens: a Gibbs sampler keeps every token's topic) exceed :func:`memory_limit`.
+    ``kwargs``: ``n_rows``, ``mode``, ``loglik`` of :func:`memory_parts`."""
+    kwargs.setdefault("n_nonzeros", corpus.nnz)
+    sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words, n_topics)
+    need, limit = memory_needed(*sizes, **kwargs), memory_limit()
     if need > limit:
+        parts = memory_parts(*sizes, **kwargs)
+        name, largest = max({**parts["held"], **parts["per sweep"], "token stream setup": parts["setup"]}.items(),
+                            key=lambda kv: kv[1])
+        hint = {"log-likelihood products": "set eval_every=0 to skip them, ", "token stream": "",
+                "token stream setup": "", "log-likelihood entries": ""}
         raise ValueError(f"LIDA on this corpus ({corpus.n_tokens:,} tokens, {corpus.n_docs:,} documents, "
-                         f"{corpus.n_words:,} words, K_max={n_topics}) needs about {need / 2**30:.1f} GiB, more than the "
-                         f"limit of {limit / 2**30:.1f} GiB (TOPICJAX_LIDA_MEMORY, default 3/4 of the physical "
-                         "memory); a Gibbs sampler keeps one topic per token: subsample the corpus, or raise the limit")
+                         f"{corpus.n_words:,} words, K_max={n_topics}) needs about {_size(need)}, more than the "
+                         f"limit of {_size(limit)} (TOPICJAX_LIDA_MEMORY, default 3/4 of the physical "
+                         f"memory; the largest part: the {name}, {_size(largest)}); a Gibbs sampler keeps one "
+                         f"topic per token: {hint.get(name, 'lower n_components, ')}subsample the corpus, or raise "
+                         "the limit")

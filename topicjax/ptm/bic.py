@@ -316,7 +316,7 @@ def u_flip_deltas_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014"):
     tm = topic_mask
     xbar, S, Nj = _topic_stats(x, u, beta0, tm)
     uu = u & tm[:, None]
-    s = jnp.where(uu, -1.0, 1.0)
+    s = jnp.where(uu, -1.0, 1.0).astype(x.dtype)  # not float64 under JAX_ENABLE_X64
     dq = u_flip_dq(x, beta0[None, :], s, xbar[:, None], S[:, None])
     cost = s * _half_log_lbar(lbar)[:, None]
     if kind == "2014":
@@ -366,7 +366,7 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     n = idx % N
     xbar, S, Nj = _topic_stats(x, u, beta0, tm)
     uu = u & tm[:, None]
-    s = jnp.where(uu[j, n], -1.0, 1.0)
+    s = jnp.where(uu[j, n], -1.0, 1.0).astype(x.dtype)  # its cumsum would be float64 under JAX_ENABLE_X64
     s = jnp.where(valid, s, 0.0)  # invalid candidates contribute nothing (and end the prefix)
     xi = x[j, n]
     b0 = beta0[n]
@@ -414,7 +414,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     M = jnp.sum(tm).astype(jnp.float32)
     xbar, S, Nj = _topic_stats(x, u, beta0, tm)
     uu = u & tm[:, None]
-    s = jnp.where(uu, -1.0, 1.0)
+    s = jnp.where(uu, -1.0, 1.0).astype(x.dtype)
     dq = u_flip_dq(x, beta0[None, :], s, xbar[:, None], S[:, None])  # flip of each switch
     hl = _half_log_lbar(lbar)[:, None]
     # e1 / e0: change (cost - dQ) of topic j's part when its switch ends at 1 / 0
@@ -450,7 +450,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     valid_word = beta0 > 0
     allon_rows = jnp.broadcast_to(tm[:, None], (P, N))
     alloff_rows = jnp.zeros((P, N), bool)
-    cands = jnp.stack([jnp.zeros((N,)), on_d, off_d, mixed_d])  # 0: stay
+    cands = jnp.stack([jnp.zeros((N,), on_d.dtype), on_d, off_d, mixed_d])  # 0: stay
     cands = jnp.where(jnp.isnan(cands), jnp.inf, cands)
     best = jnp.argmin(cands, axis=0)
     rows = jnp.select(
@@ -536,7 +536,7 @@ def v_flip_costs(v, doc_length, lbar, n_docs_topic, Nj, topic_mask, n_c0, kind: 
     vv = v & tm[None, :]
     Md = jnp.sum(vv, axis=1).astype(jnp.float32)[:, None]
     L = doc_length.astype(jnp.float32)[:, None]
-    s = jnp.where(vv, -1.0, 1.0)
+    s = jnp.where(vv, -1.0, 1.0).astype(jnp.float32)
     lb = jnp.maximum(lbar, 1).astype(jnp.float32)[None, :]
     cost = (
         _log_binom_ratio(M, Md, s)

@@ -15,7 +15,7 @@ from jax import lax
 from topicjax.core import numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
-from topicjax.ptm.layout import PTMData, per_item, row_map, scatter_flat, word_sums
+from topicjax.ptm.layout import PTMData, row_sums, scatter_flat, word_sums
 
 __all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
@@ -73,9 +73,9 @@ def estep_sums_xla(data: PTMData, B, a):
         # r / p is capped: a token whose probability is clamped (p = TINY) would give inf * 0
         return ll, jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)), r
 
-    ll, s1, s2, r = row_map(data.docs, fn, a)
+    ll, s1, s2, r = row_sums(data.docs, fn, a, D, keep=(3,))
     g = word_sums(data, scatter_flat(data.docs, r, n_flat), a, N)
-    return g, per_item(data.docs, ll, D), per_item(data.docs, s1, D), per_item(data.docs, s2, D)
+    return g, ll, s1, s2
 
 
 def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
@@ -138,12 +138,12 @@ def trial_deltas_xla(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newto
         return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None], jnp.einsum("rwp,rp->rw", bw, vd) / p,
                 jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)))
 
-    rho_c, rsum, s1, s2 = row_map(data.docs, fn, (a, cand, vv))
+    rho_c, rsum, s1, s2 = row_sums(data.docs, fn, (a, cand, vv), D, keep=(0, 1))
     n_rows = data.docs.count.reshape(-1, data.docs.count.shape[-1])
     sign = jnp.where(jnp.arange(K)[None, :] < n_on, 1, -1) * jnp.ones((D, 1), jnp.int32)
     dl, t, variant = pb.v_trial_deltas(rho_c, rsum, n_rows, data.docs.item.reshape(-1), a, vv > 0, cand, sign,
                                        t_start, n_on=n_on, newton_iters=newton_iters, t_max=ptm_kernels.T_MAX)
-    return dl, t, variant, per_item(data.docs, s1, D), per_item(data.docs, s2, D)
+    return dl, t, variant, s1, s2
 
 
 def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2):
@@ -198,9 +198,9 @@ def v_flip_scores(state: PTMState, data: PTMData, kind: str = "2014", newton_ite
     r = _v_trials(data, kind, P, P, newton_iters, state.u, state.beta, state.alpha, state.v, state.topic_mask,
                   state.s1, state.s2)
     rows = jnp.arange(D)[:, None]
-    out = jnp.full((D, P), jnp.inf).at[rows, r["cand"]].min(r["dbic"])
+    out = jnp.full((D, P), jnp.inf, r["dbic"].dtype).at[rows, r["cand"]].min(r["dbic"])
     real = jnp.isfinite(r["dbic"])
-    t = jnp.zeros((D, P)).at[rows, r["cand"]].max(jnp.where(real & (r["sign"] > 0), r["t"], 0.0))
+    t = jnp.zeros((D, P), r["t"].dtype).at[rows, r["cand"]].max(jnp.where(real & (r["sign"] > 0), r["t"], 0.0))
     var = jnp.zeros((D, P), jnp.int32).at[rows, r["cand"]].max(jnp.where(real & (r["sign"] < 0), r["variant"], 0))
     return out, t, var
 
@@ -281,9 +281,9 @@ def ml_scores(data: PTMData, B, D: int):
     logB = jnp.log(jnp.maximum(B, TINY))
 
     def fn(w, n, pos, _):
-        return jnp.einsum("rw,rwp->rp", n, logB[w])
+        return (jnp.einsum("rw,rwp->rp", n, logB[w]),)
 
-    return per_item(data.docs, row_map(data.docs, fn, jnp.zeros((D, 0))), D)
+    return row_sums(data.docs, fn, jnp.zeros((D, 0), logB.dtype), D)[0]
 
 
 def _beta_from_counts(c, u, beta0, tm):
@@ -299,7 +299,8 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     counts = data.counts  # padding slots are 0
     # 1) distinct random seed documents for every topic; their words are topic-specific
     seeds = jax.random.permutation(key, D)[: M * n_init_docs].reshape(M, n_init_docs)
-    owner = jnp.full((D,), -1, jnp.int32).at[seeds].set(jnp.broadcast_to(jnp.arange(M)[:, None], seeds.shape))
+    seed_topic = jnp.broadcast_to(jnp.arange(M, dtype=jnp.int32)[:, None], seeds.shape)  # int32 also under x64
+    owner = jnp.full((D,), -1, jnp.int32).at[seeds].set(seed_topic)
     sv = (owner[:, None] == jnp.arange(P)[None, :]).astype(jnp.float32)
     c = word_sums(data, counts, sv, N).T
     u = (c > 0) & tm[:, None] & valid_word[None, :]
@@ -341,16 +342,17 @@ def init_state(key, data: PTMData, n_topics: int, *, n_init_docs: int = 5, n_pad
 def _infer_alpha_impl(data: PTMData, B, n_iter: int, topic_mask):
     D = data.doc_length.shape[0]
     P = B.shape[1]
-    a0 = jnp.where(topic_mask[None, :], 1.0 / jnp.sum(topic_mask), 0.0) * jnp.ones((D, P))
+    # in B's dtype: a count's reciprocal and jnp.ones would be float64 under JAX_ENABLE_X64
+    a0 = jnp.where(topic_mask[None, :], 1.0 / jnp.sum(topic_mask).astype(B.dtype), 0.0) * jnp.ones((D, P), B.dtype)
 
     def fn(w, n, pos, ad):
         bw = B[w]
         real = n > 0
         p = jnp.where(real, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
-        return ad * jnp.einsum("rwp,rw->rp", bw, jnp.where(real, n / p, 0.0))
+        return (ad * jnp.einsum("rwp,rw->rp", bw, jnp.where(real, n / p, 0.0)),)
 
     def it(a, _):
-        num = per_item(data.docs, row_map(data.docs, fn, a), D)
+        num = row_sums(data.docs, fn, a, D)[0]
         tot = jnp.sum(num, axis=1, keepdims=True)
         return jnp.where(tot > 0, num / jnp.where(tot > 0, tot, 1.0), a), None
 
@@ -375,9 +377,9 @@ def _loglik_docs_impl(data: PTMData, B, alpha):
     def fn(w, n, pos, ad):
         real = n > 0
         p = jnp.where(real, jnp.maximum(jnp.einsum("rwp,rp->rw", B[w], ad), TINY), 1.0)
-        return jnp.sum(jnp.where(real, n * jnp.log(p), 0.0), axis=1)
+        return (jnp.sum(jnp.where(real, n * jnp.log(p), 0.0), axis=1),)
 
-    return per_item(data.docs, row_map(data.docs, fn, alpha), D)
+    return row_sums(data.docs, fn, alpha, D)[0]
 
 
 loglik_docs = numerics.full_precision(jax.jit(_loglik_docs_impl))

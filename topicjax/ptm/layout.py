@@ -14,7 +14,12 @@ from jax import lax
 
 from topicjax.data.corpus import Corpus
 
-__all__ = ["Rows", "PTMData", "rows_layout", "prepare", "take_rows", "row_map", "per_item", "scatter_flat", "word_sums"]
+__all__ = ["Rows", "PTMData", "rows_layout", "prepare", "take_rows", "row_map", "row_sums", "per_item", "scatter_flat",
+           "word_sums"]
+
+
+#: entries placed per step of :func:`rows_layout` (bounds its temporaries)
+_FILL_BLOCK = 1 << 22
 
 
 class Rows(NamedTuple):
@@ -45,29 +50,39 @@ class PTMData(NamedTuple):
 
 
 def rows_layout(lengths: np.ndarray, offsets: np.ndarray, other: np.ndarray, counts: np.ndarray, pos: np.ndarray,
-                 width: int, block_tokens: int, pad_other: int, pad_pos: int) -> Rows:
+                width: int, block_tokens: int, pad_other: int, pad_pos: int, order: np.ndarray | None = None) -> Rows:
+    """The rows of items whose entries are ``other[j]``, ``counts[j]``, ``pos[j]`` for ``j`` in
+    ``[offsets[i], offsets[i+1])`` (with ``order``: for ``j`` = ``order[offsets[i]:offsets[i+1]]``).
+
+    An item's entries fill consecutive slots from its first row on, so entry ``j`` (counted from
+    ``offsets[0]``) of item ``i`` goes to slot ``shift[i] + j``; the slots are filled a block of
+    entries at a time (temporaries of one block, whatever the corpus's size)."""
+    lengths = np.asarray(lengths, np.int64)
+    offsets = np.asarray(offsets, np.int64)
     n_items = lengths.size
     n_rows_item = -(-lengths // width)
     n_rows = int(n_rows_item.sum())
     R = max(1, block_tokens // width)
     C = max(1, -(-n_rows // R))
-    item = np.repeat(np.arange(n_items, dtype=np.int64), n_rows_item)
-    first = np.repeat(np.cumsum(n_rows_item) - n_rows_item, n_rows_item)
-    start = offsets[item] + (np.arange(n_rows) - first) * width
-    end = offsets[item] + lengths[item]
-    k = start[:, None] + np.arange(width)[None, :]
-    valid = k < end[:, None]
-    k = np.where(valid, k, 0)
     out_item = np.full(C * R, n_items, np.int32)
-    out_item[:n_rows] = item
-    mats = []
-    for f, pad in ((other, pad_other), (counts, 0), (pos, pad_pos)):
-        m = np.full((C * R, width), pad, f.dtype)
-        if n_rows:
-            m[:n_rows] = np.where(valid, f[k], pad)
-        mats.append(m.reshape(C, R, width))
-    return Rows(jnp.asarray(out_item.reshape(C, R)), jnp.asarray(mats[0], jnp.int32),
-                jnp.asarray(mats[1], jnp.float32), jnp.asarray(mats[2], jnp.int32))
+    out_item[:n_rows] = np.repeat(np.arange(n_items, dtype=np.int32), n_rows_item)
+    shift = (np.cumsum(n_rows_item) - n_rows_item) * width - (offsets[:-1] - offsets[0])
+    mats = [np.full(C * R * width, pad, dt) for pad, dt in ((pad_other, np.int32), (0, np.float32), (pad_pos, np.int32))]
+    i = 0
+    while i < n_items:
+        stop = min(n_items, max(i + 1, int(np.searchsorted(offsets, offsets[i] + _FILL_BLOCK, side="right")) - 1))
+        a, b = int(offsets[i]), int(offsets[stop])
+        if b > a:
+            slot = np.repeat(shift[i:stop], lengths[i:stop]) + np.arange(a - offsets[0], b - offsets[0])
+            src = slice(a, b) if order is None else order[a:b]
+            for m, f in zip(mats, (other, counts, pos)):
+                m[slot] = f[src]
+        i = stop
+    shape = (C, R, width)
+    out = [jnp.asarray(out_item.reshape(C, R))]
+    while mats:  # each host array is released once it is on the device
+        out.append(jnp.asarray(mats.pop(0).reshape(shape)))
+    return Rows(*out)
 
 
 def prepare(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, word_width: int = 16) -> PTMData:
@@ -88,10 +103,13 @@ def prepare(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, wo
     counts = corpus.counts.astype(np.float32)
     d_off = corpus.doc_offsets
     docs = rows_layout(np.diff(d_off), d_off, corpus.word_ids, counts, pos, doc_width, block_tokens, 0, pad_pos)
-    order = np.argsort(corpus.word_ids, kind="stable").astype(np.int32)
-    w_len = np.bincount(corpus.word_ids, minlength=N).astype(np.int64)
+    # the entries by word: a stable sort of the word ids (int32 positions), read through it
+    order = np.argsort(corpus.word_ids, kind="stable")
+    order = order.astype(np.int32) if nnz <= np.iinfo(np.int32).max else order
+    w_len = corpus.doc_frequency
     w_off = np.concatenate([[0], np.cumsum(w_len)]).astype(np.int64)
-    words = rows_layout(w_len, w_off, corpus.doc_ids[order], counts[order], order, word_width, block_tokens, D, pad_pos)
+    words = rows_layout(w_len, w_off, corpus.doc_ids, counts, pos, word_width, block_tokens, D, pad_pos, order=order)
+    del order, pos
     wc = corpus.word_counts.astype(np.float64)
     beta0 = wc / wc.sum()
     flat = np.zeros(n_flat, np.float32)
@@ -119,6 +137,28 @@ def row_map(rows: Rows, fn, per_item):
     return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), out)
 
 
+def row_sums(rows: Rows, fn, per_item, n_items: int, keep: tuple = ()):
+    """:func:`row_map` whose outputs are summed over each item's rows inside the scan (an
+    ``(n_items, ...)`` accumulator per output), except the outputs at the positions in ``keep``,
+    which are returned per row as :func:`row_map` returns them.  ``fn`` returns a tuple.
+
+    The per-row outputs of a pass over rows of ``W`` entries are ``nnz / W x M`` values; summed
+    per item afterwards they were the largest arrays of a PTM fit (at NYTimes size, 1.9 GB each for
+    M = 100, several alive at once); accumulated chunk by chunk they never exist."""
+
+    def body(acc, blk):
+        it, o, n, p = blk
+        out = fn(o, n, p, jax.tree.map(lambda a: take_rows(a, it), per_item))
+        acc = tuple(None if i in keep else a.at[it].add(x, mode="drop") for i, (a, x) in enumerate(zip(acc, out)))
+        return acc, tuple(x if i in keep else None for i, x in enumerate(out))
+
+    blk0 = (rows.item[0], rows.other[0], rows.count[0], rows.pos[0])
+    shapes = jax.eval_shape(lambda b: fn(b[1], b[2], b[3], jax.tree.map(lambda a: take_rows(a, b[0]), per_item)), blk0)
+    acc0 = tuple(None if i in keep else jnp.zeros((n_items,) + s.shape[1:], s.dtype) for i, s in enumerate(shapes))
+    acc, kept = lax.scan(body, acc0, (rows.item, rows.other, rows.count, rows.pos))
+    return tuple(kept[i].reshape((-1,) + kept[i].shape[2:]) if i in keep else acc[i] for i in range(len(acc)))
+
+
 def per_item(rows: Rows, values, n_items: int):
     """Sum row values over the rows of every item (``(n_items, ...)``)."""
     return jax.ops.segment_sum(values, rows.item.reshape(-1), num_segments=n_items, indices_are_sorted=True)
@@ -136,5 +176,4 @@ def word_sums(data: PTMData, r_flat, a, N: int):
     def fn(d, n, pos, _):
         return jnp.einsum("rk,rkp->rp", r_flat[pos], take_rows(a, d))
 
-    part = row_map(data.words, fn, jnp.zeros((N + 1, 0)))
-    return per_item(data.words, part, N)
+    return row_sums(data.words, lambda *x: (fn(*x),), jnp.zeros((N + 1, 0), a.dtype), N)[0]

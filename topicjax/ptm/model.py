@@ -70,7 +70,7 @@ from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
 from topicjax.core import validation as V
-from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence
+from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence, refuse_documents
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, init_state, loglik_docs, padded_topics,
@@ -344,6 +344,7 @@ class PTM(TopicModelBase):
                 raise ValueError("give n_restarts alone, or seeds/n_topics/params")
             return super().fit_many(X, y, seeds=seeds, mode=mode, **kwargs)
         self._validate_params()
+        refuse_documents(X, "PTM.fit_many")
         corpus = as_corpus(X)
         check_fit_corpus(corpus, self.n_components)
         cfg = self._config()
@@ -455,6 +456,7 @@ class PTM(TopicModelBase):
     def top_specific_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable topic-specific words of every topic (2014 Table 3)."""
         self._check_fitted()
+        n = check_int(n, "n", 1)
         out = []
         for j in range(self.u_.shape[0]):
             idx = np.flatnonzero(self.u_[j])
@@ -467,6 +469,7 @@ class PTM(TopicModelBase):
         Table 3), ranked by their expected count under the topic at the end of the fit, ``x_jn``
         of eq. 9 (``sum_d alpha_jd v_jd n_dn beta0_n / p_dn``)."""
         self._check_fitted()
+        n = check_int(n, "n", 1)
         return [[self.vocab_[i] for i in row[row >= 0][:n]] for row in np.asarray(self.shared_top_)]
 
     # ------------------------------------------------------------------ new documents

@@ -236,6 +236,33 @@ class Term(eqx.Module):
         return _replace(self, params=params, update=update, bound=True, binder=None)
 
 
+#: what JAX traces in a regularizer (its data are leaves of the pytree, traced too)
+TRACED = "a traced value (phi, theta, its data or anything computed from them)"
+
+
+def traced_error(name: str, e: Exception, kind: str = "regularizer",
+                 where: str = "when traced by JAX") -> ValueError:
+    """The one-line error for a regularizer ``name`` (or another ``kind`` of user function) that
+    fails when JAX traces it (``jit``, ``grad``), as every fit compiles it: JAX's own errors
+    (``TracerBoolConversionError``...) are many lines about tracers, naming neither the
+    regularizer nor what to write instead."""
+    errors = jax.errors
+    if isinstance(e, errors.TracerBoolConversionError):
+        what = (f"uses {TRACED} as a Python bool (if, while, and/or, bool()); write the choice with "
+                "jnp.where(condition, a, b) (or jax.lax.cond)")
+    elif isinstance(e, (errors.ConcretizationTypeError, errors.TracerIntegerConversionError)):
+        what = (f"turns {TRACED} into a Python number (int(), float(), .item(), range()); keep it a JAX array: "
+                "index with it directly, and choose with jnp.where(condition, a, b)")
+    elif isinstance(e, errors.TracerArrayConversionError):
+        what = f"turns {TRACED} into a numpy array (np.*); use jax.numpy (jnp.*)"
+    elif isinstance(e, errors.NonConcreteBooleanIndexError):
+        what = (f"indexes with a boolean mask of {TRACED} (x[x > 0]), whose size JAX cannot know; use "
+                "jnp.where(mask, x, 0)")
+    else:  # the user's own error: named, on one line
+        return ValueError(f"{kind} {name!r} failed {where}: {type(e).__name__}: {' '.join(str(e).split())}")
+    return ValueError(f"{kind} {name!r} cannot be compiled by JAX: it {what}")
+
+
 def _term_from_spec(spec_json: str, coef, name: str, state) -> Term:
     """A pool member rebuilt from its spec (see ``Term.__reduce_ex__``); ``state``: ``None`` for
     an unbound term, else ``(params, has_update)`` of the bound one."""
@@ -331,30 +358,39 @@ class Regularizer(eqx.Module):
 
     def check(self, phi, theta, params=None, where: str = "on the initial model") -> None:
         """Evaluate every term once at ``phi``, ``theta`` (clamped at EPS, as the M-step does): a
-        clear error naming the term for an exception, a non-scalar or non-float value, or a
-        non-finite value or gradient -- before the long computation."""
+        clear error naming the term for an exception, a non-scalar or non-float value, a
+        non-finite value or gradient, or code that JAX cannot trace (:func:`traced_error`: Python
+        ``if`` on a traced value...) -- before the long computation."""
         from topicjax.core.mstep import EPS
 
         phi_c, theta_c = jnp.maximum(phi, EPS), jnp.maximum(theta, EPS)
         params = self.params if params is None else params
         for t, p in zip(self.terms, params):
+            # Traced first, as the fit compiles it (its data too), abstractly -- no computation: code
+            # JAX cannot trace fails here, named; then evaluated once, value and gradient together.
+            data, rest = eqx.partition(p, eqx.is_array)
+
+            def value_and_grads(a, b, q, fn=t.fn, rest=rest):
+                v, pull = jax.vjp(lambda x, y: fn(x, y, eqx.combine(q, rest)), a, b)
+                scalar = jnp.shape(v) == () and jnp.issubdtype(jnp.result_type(v), jnp.floating)
+                return v, (pull(jnp.ones_like(v)) if scalar else None)
+
             try:
-                val = t.fn(phi_c, theta_c, p)
+                val = jax.eval_shape(value_and_grads, phi_c, theta_c, data)[0]
             except Exception as e:  # user code: say which regularizer failed
-                raise ValueError(f"regularizer {t.name!r} failed {where}: {type(e).__name__}: {e}") from e
-            shape = jnp.shape(val)
-            if shape != ():
-                raise ValueError(f"regularizer {t.name!r} returned an array of shape {shape}; "
+                raise traced_error(t.name, e, where=where) from e
+            if val.shape != ():
+                raise ValueError(f"regularizer {t.name!r} returned an array of shape {val.shape}; "
                                  "a regularizer must return a scalar")
-            if not jnp.issubdtype(jnp.result_type(val), jnp.floating):
-                raise ValueError(f"regularizer {t.name!r} returned dtype {jnp.result_type(val)}; it must be a float")
+            if not jnp.issubdtype(val.dtype, jnp.floating):
+                raise ValueError(f"regularizer {t.name!r} returned dtype {val.dtype}; it must be a float")
+            try:
+                val, (g_phi, g_theta) = jax.value_and_grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
+            except Exception as e:
+                raise ValueError(f"regularizer {t.name!r} failed {where}: {type(e).__name__}: {e}") from e
             if not bool(jnp.isfinite(val)):
                 raise ValueError(f"regularizer {t.name!r} returned {float(val)} {where} "
                                  "(it must be finite where phi, theta >= EPS)")
-            try:
-                g_phi, g_theta = jax.grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
-            except Exception as e:
-                raise ValueError(f"regularizer {t.name!r} is not differentiable: {type(e).__name__}: {e}") from e
             for what, g in (("phi", g_phi), ("theta", g_theta)):
                 if not bool(jnp.all(jnp.isfinite(g))):
                     raise ValueError(f"regularizer {t.name!r} has a non-finite gradient in {what} {where}")

@@ -25,7 +25,7 @@ Online EM
 :func:`fit_online` is the online algorithm of BigARTM (``ARTM.fit_online``; Vorontsov et al.,
 ARTM sec. 4 "online algorithm"; Hoffman et al. 2010 for the step size).  For each batch ``b``:
 
-1. Θ_b of its documents starts from uniform and takes ``doc_passes - 1`` iterations of ARTM
+1. Θ_b of its documents starts from uniform and takes ``doc_passes`` iterations of ARTM
    eq. 16 with Φ fixed (with the regularizer's Θ terms, if any);
 2. one full E-step at Θ_b gives the batch's counts ``n̂_wt = φ_wt ∂L_b/∂φ_wt`` (eq. 7), added
    up over ``update_every`` batches;
@@ -239,8 +239,9 @@ class _Writer:
     """Appends documents (CSR pieces) to the flat files of a store."""
 
     def __init__(self, folder, batch_size: int, source: str):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be a positive number of documents, got {batch_size}")
+        from topicjax.core.validation import check_int
+
+        batch_size = check_int(batch_size, "batch_size", 1)  # documents per batch; 2.5 or "3" is refused
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "meta.json").unlink(missing_ok=True)  # a half-written store is not a store
@@ -340,12 +341,15 @@ def _numbered_lines(path, encoding: str, max_line: int | None = None) -> Iterato
     """``(line number, text)`` of a text file read as a stream (gzip recognised by its magic).
 
     Lines end at ``\\n`` only, as in :func:`topicjax.data.formats.split_lines`, so that line numbers
-    agree with the in-memory readers.  A decoding error, a corrupt or truncated gzip stream, or a
-    line longer than ``max_line`` characters is a :class:`CorpusError` naming the file.
+    agree with the in-memory readers, and a byte-order mark at the start is dropped, as they drop
+    it.  A decoding error, a corrupt or truncated gzip stream, or a line longer than ``max_line``
+    characters is a :class:`CorpusError` naming the file.
     """
     import gzip
     import io
     import zlib
+
+    from topicjax.data.readers.common import strip_bom
 
     ln = 0
     with io.TextIOWrapper(_binary(path), encoding=encoding, newline="\n") as fh:
@@ -361,6 +365,8 @@ def _numbered_lines(path, encoding: str, max_line: int | None = None) -> Iterato
             if not line:
                 return
             ln += 1
+            if ln == 1:  # a byte-order mark is not part of the first line (as read_text strips it)
+                line = strip_bom(line)
             if max_line and len(line) > max_line and not line.endswith("\n"):
                 raise CorpusError(f"{path}, line {ln}: longer than {max_line} characters (not a docword entry)")
             yield ln, line
@@ -381,8 +387,9 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     """
     from topicjax.data import formats
 
-    if not isinstance(block_lines, int) or block_lines < 1:
-        raise ValueError(f"block_lines must be a positive integer, got {block_lines!r}")
+    from topicjax.core.validation import check_int
+
+    block_lines = check_int(block_lines, "block_lines", 1)  # np.int64 too
     docword, vocab_src = formats.find_uci(Path(path), vocab_path, name)
     vocab = formats.read_vocab(vocab_src, encoding=encoding) if isinstance(vocab_src, (str, os.PathLike)) \
         else [str(v) for v in vocab_src]
@@ -472,6 +479,7 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     import warnings
 
     from topicjax.data import formats
+    from topicjax.data.readers.common import EMPTY_FILE
 
     writer = _Writer(folder, batch_size, str(path))
     try:
@@ -485,6 +493,9 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
                 group = [text for _, (_, text) in zip(range(batch_size), lines)]
                 if not group:
                     break
+                if not "".join(group).strip():  # blank lines only: no document (read_vw refuses such a file)
+                    first_line += len(group)
+                    continue
                 group_file.write_text("".join(group), encoding="utf-8")
                 try:
                     with warnings.catch_warnings():
@@ -499,6 +510,8 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
                 dropped += int(part.dropped_docs.size)
                 mapping = np.array([keys.setdefault(k, len(keys)) for k in part.vocab], np.int64)
                 writer.append(np.diff(part.doc_offsets), mapping[part.word_ids], part.counts)
+        if n_read == 0:
+            raise CorpusError(f"{path}: {EMPTY_FILE}")  # as read_vw says it
         return writer.close(list(keys), {"dropped_docs": dropped})
     except BaseException:
         writer.abort()
@@ -524,16 +537,30 @@ class OnlineStatic(NamedTuple):
     tau0: float = 1024.0
 
 
-def online_init(key, n_words: int, n_components: int, *, reg=None, dtype=jnp.float32) -> OnlineState:
-    """Φ as :func:`topicjax.core.em.init` draws it (the same Φ for the same key); zero counts."""
-    phi = em.init(key, n_words, 1, n_components, dtype=dtype).phi
-    z = jnp.zeros_like(phi)
-    return OnlineState(phi, z, z, jnp.zeros((), jnp.int32), jnp.zeros((), dtype), () if reg is None else reg.params)
+def online_init(key, n_words: int, n_components: int, *, reg=None, dtype=jnp.float32, phi=None) -> OnlineState:
+    """The start of the online algorithm: Φ as :func:`topicjax.core.em.init` draws it (the same Φ
+    for the same key; or a fitted model's ``phi``) and running counts ``n_wt = Φ``, a pseudo-count
+    mass of one per topic spread over every word (BigARTM's start: its n_wt after ``initialize``
+    is its random p_wt).
+
+    Why not zero counts: the E-step is multiplicative (``n̂_wt = φ_wt ∂L/∂φ_wt``), so a word with
+    ``φ_wt = 0`` never receives counts again.  From zero counts the first update makes Φ zero on
+    every word the first batch does not contain, for ever (10,861 of 22,379 words of 20 Newsgroups
+    in batches of 1,000 documents).  The start's mass is positive on every word but small against
+    one batch's counts (ρ n̂ holds ρ x the batch's tokens), so it keeps every word alive until its
+    batch comes without holding Φ near its random start."""
+    if phi is None:
+        phi = em.init(key, n_words, 1, n_components, dtype=dtype).phi
+    else:
+        phi = jnp.asarray(phi, dtype)
+    n_wt = phi
+    return OnlineState(phi, n_wt, jnp.zeros_like(phi), jnp.zeros((), jnp.int32), jnp.zeros((), dtype),
+                       () if reg is None else reg.params)
 
 
 def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update, static: OnlineStatic, n_docs: int):
     """One batch of the online algorithm: the pass of :func:`topicjax.core.em.step` with
-    ``doc_passes`` (Θ of the batch from uniform, ``doc_passes - 1`` Θ-only iterations, then one
+    ``doc_passes`` (Θ of the batch from uniform, ``doc_passes`` Θ-only iterations, then one
     full E-step whose counts ``n̂_wt`` are added to ``pending``); when ``apply_update`` (traced)
     ``n_wt ← (1 - ρ) n_wt + ρ pending``, ``ρ = (tau0 + t)^(-kappa)``, and Φ is the one M-step
     :func:`topicjax.core.mstep.m_step` of the counts ``n_wt`` with the regularizer's Φ terms at
@@ -542,7 +569,7 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     T = phi.shape[1]
     it = state.updates + 1
     penalty, keep = em.penalties(reg, state.params, it)
-    theta = em.theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes - 1)
+    theta = em.theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes)
     ll, g_phi, _ = estep.expected_counts(phi, theta, data, need_theta=False)
     pending = state.pending + phi * g_phi
 
@@ -636,7 +663,7 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
         state = online_init(as_key(random_state), store.n_words, int(n_components), reg=reg)
     if state.phi.shape != (store.n_words, n_components):
         raise ValueError(f"the state's Φ is {state.phi.shape}, the store needs ({store.n_words}, {n_components})")
-    reg.check(state.phi, jnp.full((int(n_components), n_docs), 1.0 / n_components), state.params)
+    reg.check(state.phi, jnp.full((int(n_components), n_docs), 1.0 / n_components, state.phi.dtype), state.params)
     total = passes * store.n_batches
     static = (OnlineStatic(int(doc_passes), float(kappa), float(tau0)), int(n_docs))
     meta = []  # (pass, batch, tokens, rho) of each iteration, for the history

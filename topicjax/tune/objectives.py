@@ -125,6 +125,23 @@ class Objective(eqx.Module):
                 raise ValueError(f"objective {p.name!r} has labels for {p.n_docs} training documents, the model is "
                                  f"fitted on {n_docs}")
 
+    def check_traceable(self, phi, theta) -> None:
+        """A clear error naming the part whose function JAX cannot trace (a Python ``if`` on a
+        traced value...: :func:`~topicjax.regularizers.base.traced_error`) at ``phi`` (the word
+        rows) and ``theta``, before the tuner compiles it: an abstract evaluation, no computation."""
+        from topicjax.regularizers.base import traced_error
+
+        for p in self.parts:
+            data, rest = eqx.partition(p.data, eqx.is_array)  # its data are traced too
+
+            def loss(a, b, q, fn=p.fn, rest=rest):
+                return jnp.sum(fn(a, b, eqx.combine(q, rest)))
+
+            try:
+                jax.eval_shape(jax.grad(loss, argnums=(0, 1)), phi, theta, data)
+            except Exception as e:
+                raise traced_error(p.name, e, "objective") from e
+
     def cast(self, dtype) -> "Objective":
         """The floating data in ``dtype``."""
 

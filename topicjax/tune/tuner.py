@@ -144,6 +144,7 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
     problem = Problem.from_model(model, X, y, dtype=dtype)
     objective.check(problem.n_word_rows, int(problem.state.theta.shape[1]))
     objective = objective.cast(problem.state.phi.dtype)
+    objective.check_traceable(problem.state.phi[: problem.n_word_rows], problem.state.theta)
     lo = jnp.asarray([t.bounds_u[0] for t in targets], problem.state.phi.dtype)
     hi = jnp.asarray([t.bounds_u[1] for t in targets], problem.state.phi.dtype)
     u0 = initial_values(problem.reg, targets)

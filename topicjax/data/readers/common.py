@@ -22,6 +22,10 @@ INT32_MAX = int(np.iinfo(np.int32).max)
 INT_PATTERN = re.compile(r"[+-]?[0-9]+")
 
 
+#: What a reader says of a file without a single document (nothing but white space).
+EMPTY_FILE = "the file is empty (no documents)"
+
+
 class BadValue(Exception):
     """A malformed value; the caller adds the file and line (with :func:`file_error`)."""
 
@@ -53,7 +57,8 @@ def split_lines(text: str) -> list[str]:
 
 
 def read_text(path, encoding: str = "utf-8") -> str:
-    """The decoded content of a file, gunzipped when it starts with the gzip magic bytes."""
+    """The decoded content of a file, gunzipped when it starts with the gzip magic bytes, without
+    a byte-order mark at its start (:func:`strip_bom`)."""
     path = Path(path)
     with open(path, "rb") as fh:
         raw = fh.read()
@@ -65,13 +70,28 @@ def read_text(path, encoding: str = "utf-8") -> str:
         except (gzip.BadGzipFile, zlib.error, OSError, ValueError) as e:
             raise file_error(path, None, f"corrupt gzip data ({e})") from None
     try:
-        return raw.decode(encoding)
+        text = raw.decode(encoding)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise file_error(
             path, line, f"byte {raw[e.start:e.start + 1]!r} is not valid {encoding}; pass encoding='latin-1' "
             "(or the file's encoding)"
         ) from None
+    return strip_bom(text)
+
+
+#: The byte-order mark some editors (Notepad, Excel's "CSV UTF-8") put at the start of a file; read
+#: as text it would become part of the first word, document name or number.
+BOM = "\ufeff"
+
+
+def strip_bom(text: str) -> str:
+    """``text`` without a byte-order mark at its start (the first line of a file, or all of it).
+
+    >>> strip_bom("\ufeffapple")
+    'apple'
+    """
+    return text[1:] if text.startswith(BOM) else text
 
 
 def open_write(path, compress: bool | None):
@@ -139,11 +159,13 @@ def read_vocab(path, *, encoding: str = "utf-8") -> list[str]:
     """A vocabulary file, one word per line (surrounding white space removed).
 
     Blank lines at the end are ignored; a blank line inside the file, or a word that appears
-    twice, is an error naming the line.
+    twice, is an error naming the line, and so is a file without words.
     """
     lines = split_lines(read_text(path, encoding))
     while lines and not lines[-1].strip():
         lines.pop()
+    if not lines:
+        raise file_error(path, None, "the vocabulary file is empty (no words)")
     words: list[str] = []
     seen: dict[str, int] = {}
     for ln, line in enumerate(lines, 1):

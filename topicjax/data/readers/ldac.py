@@ -9,6 +9,7 @@ import numpy as np
 
 from topicjax.data.corpus import MAX_ID, Corpus, CorpusError, inferred_size_limit
 from topicjax.data.readers.common import (
+    EMPTY_FILE,
     INT_PATTERN,
     BadValue,
     check_empty_docs,
@@ -77,6 +78,8 @@ def read_ldac(
     lines = split_lines(read_text(path, encoding))
     while lines and not lines[-1].strip():
         lines.pop()
+    if not lines:
+        raise file_error(path, None, EMPTY_FILE)
     d_ids: list[int] = []
     w_ids: list[int] = []
     cnts: list[int] = []

@@ -34,6 +34,8 @@ def read_texts(
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be a sequence of documents, not a single string")
     texts = list(texts)
+    if not texts:
+        raise CorpusError("texts: no texts (the sequence is empty)")
     for i, t in enumerate(texts):
         if not isinstance(t, (str, bytes)):
             raise CorpusError(f"text {i} is a {type(t).__name__}, not a string")
@@ -130,6 +132,9 @@ def read_text_folder(
     elif labels and not all(in_sub):
         raise CorpusError(f"{root}: labels=True but {files[in_sub.index(False)].name} is not in a sub-folder")
     texts = [read_text(p, encoding) for p in files]
+    if not any(t.strip() for t in texts):
+        what = f"the file {files[0].name} is empty" if len(files) == 1 else f"all {len(files)} text files are empty"
+        raise CorpusError(f"{root}: {what} (no words to read)")
     names = ["/".join(p.relative_to(root).parts) for p in files]
     doc_labels = [p.parent.name for p in files] if labels else None
     return read_texts(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)

@@ -32,6 +32,8 @@ from topicjax.data.readers.common import (
 
 
 DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(?:\.gz)?$")
+#: What the readers say of a docword file without anything in it.
+EMPTY_UCI = "the file is empty (expected the header D, W, NNZ, then 'docID wordID count' lines)"
 
 
 def find_uci(path: Path, vocab_path, name: str | None):
@@ -70,7 +72,10 @@ def find_uci(path: Path, vocab_path, name: str | None):
 
 def parse_uci_header(lines: Sequence[str], path) -> tuple[int, int, int]:
     """``(D, W, NNZ)`` from the first three lines of a docword file; an error naming the line
-    when one is missing, not an integer, negative, or (``D``, ``W``) more than int32 ids hold."""
+    when one is missing, not an integer, negative, or (``D``, ``W``) more than int32 ids hold, and
+    one naming the file when it is empty."""
+    if len(lines) < 3 and not "".join(lines).strip():  # the file ends before its header: nothing in it
+        raise file_error(path, None, EMPTY_UCI)
     values = []
     for i, label in enumerate(("D (number of documents)", "W (number of words)", "NNZ (number of entries)")):
         if i >= len(lines) or not lines[i].strip():
@@ -215,8 +220,12 @@ def read_uci(
     check_empty_docs(empty_docs)
     docword, vocab_src = find_uci(Path(path), vocab_path, name)
     text = read_text(docword, encoding)
+    if not text.strip():
+        raise file_error(docword, None, EMPTY_UCI)
     head = text.split("\n", 3)
     D, W, nnz = parse_uci_header(head, docword)
+    if D == 0:  # not a corpus of no documents, which no model can be fitted to
+        raise file_error(docword, 1, "the header says D=0: the corpus has no documents")
     body = head[3] if len(head) > 3 else ""
 
     # Fast path: numpy's C parser; any doubt falls back to the line-by-line scan, which names

@@ -10,6 +10,7 @@ import numpy as np
 
 from topicjax.data.corpus import Corpus, CorpusError, CorpusWarning
 from topicjax.data.readers.common import (
+    EMPTY_FILE,
     BadValue,
     check_empty_docs,
     file_error,
@@ -173,6 +174,8 @@ def read_vw(
         doc_labels.append(labels_here)
 
     n_docs = len(names)
+    if n_docs == 0:  # not a corpus of no documents, which no model can be fitted to
+        raise file_error(path, None, EMPTY_FILE)
     d_arr = np.asarray(d_ids, np.int64)
     c_arr = np.asarray(cnts, np.int64)
     if empty_docs == "error":

@@ -1,0 +1,186 @@
+"""Sizes of a LIDA fit bounded by its corpus, and its memory check against what a fit allocates.
+
+* K_max (``n_components``) of LIDA/FTM is at most the corpus's tokens (a live topic holds a token),
+  refused before anything is allocated; LDA/SSTM keep the corpus's topics check, also first.
+* ``validators.memory_needed`` against XLA's own counts of the compiled programs of a fit
+  (``memory_analysis``: arguments held between sweeps, outputs and temporaries of each program),
+  and against the peak resident memory of a real fit (Linux, a subprocess).
+* The memory check runs again before K_max grows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+
+import jax
+import numpy as np
+import pytest
+
+import topicjax as tj
+from topicjax.lida import LIDA, evaluate, hyper, kernel, sampler
+from topicjax.lida.state import HYPER, canonical, init_state, make_tokens
+from topicjax.lida.validators import memory_needed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _corpus(D, L, W, seed=0):
+    """D documents of about L tokens over W words (Poisson counts)."""
+    rng = np.random.default_rng(seed)
+    return tj.Corpus.from_dense(rng.poisson(L / W, size=(D, W)), vocab=[f"w{i}" for i in range(W)])
+
+
+# ------------------------------------------------------------------------------ bounds from the data
+@pytest.mark.parametrize("variant", ["lida", "ftm"])
+def test_slots_beyond_the_tokens_are_refused_at_once(variant, monkeypatch):
+    """Issue 26: n_components=10**7 on a 40-document corpus ran for minutes (1e5 slots: 43 s for 2
+    sweeps).  Now the bound is the tokens, checked before the memory check and any allocation."""
+    corpus = _corpus(40, 25, 50)
+    n_tokens = int(np.sum(corpus.counts))
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1")  # the bound comes first
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as e:
+        LIDA(variant, n_components=10**7, progress=False).fit(corpus)
+    assert str(e.value) == (f"n_components must be an integer <= {n_tokens} (the corpus's tokens: every live topic "
+                            f"holds at least one token), got 10000000")
+    assert time.perf_counter() - t0 < 2
+    with pytest.raises(ValueError, match=rf"^n_components must be an integer <= {n_tokens} .*got {n_tokens + 1}$"):
+        LIDA(variant, n_components=n_tokens + 1, progress=False).fit(corpus)
+
+
+def test_slots_up_to_the_tokens_fit():
+    corpus = tj.Corpus.from_dense(np.array([[1, 2, 0], [0, 1, 3]]), vocab=["a", "b", "c"])  # 7 tokens
+    model = LIDA("ftm", n_components=7, max_iter=2, eval_every=0, progress=False).fit(corpus)
+    assert model.n_components_ >= 7 and model.phi_.shape == (3, model.n_topics_)
+
+
+@pytest.mark.parametrize("variant", ["lda", "sstm"])
+def test_topics_beyond_the_tokens_are_refused_before_the_memory_check(variant, monkeypatch):
+    corpus = _corpus(40, 25, 50)
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1")
+    with pytest.raises(ValueError, match=rf"^10000000 topics is more than the {int(np.sum(corpus.counts))} tokens"):
+        LIDA(variant, n_components=10**7, progress=False).fit(corpus)
+
+
+def test_memory_check_names_the_largest_part(monkeypatch):
+    corpus = _corpus(30, 20, 40)
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1M")
+    # 400 slots: the training log-likelihood's (block x K_max) products, one block of the corpus's
+    # 1,024 padded entries (2.3 MiB), are the largest part
+    with pytest.raises(ValueError, match=r"limit of 1\.0 MiB .*the largest part: the log-likelihood products, "
+                                         r"2\.\d MiB\); .*set eval_every=0 to skip them"):
+        LIDA("lida", n_components=400, progress=False).fit(corpus)
+    wide = _corpus(30, 20, 400)  # (documents + words) x K_max cells dominate
+    with pytest.raises(ValueError, match=r"the largest part: the (count tables|sweep|posterior sums)[^;]*; .*lower "
+                                         r"n_components"):
+        LIDA("lida", n_components=400, eval_every=0, progress=False).fit(wide)
+
+
+def test_memory_is_checked_again_before_k_max_grows(small, monkeypatch):
+    """Births that find no free slot double K_max; that growth is checked like the start."""
+    corpus, _ = small
+    need = memory_needed(corpus.n_tokens, corpus.n_docs, corpus.n_words, 2, n_nonzeros=corpus.nnz, loglik=False)
+    monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", str(need))  # room for K_max = 2, not more
+    model = LIDA("ftm", 2, init_topics=2, eta=50.0, max_iter=3, hyper_start=100, eval_every=0, progress=False)
+    with pytest.raises(ValueError, match=r"^sweep 0: \d+ new topic\(s\) found no free slot among K_max=2, and growing: "
+                                         r"LIDA on this corpus .*K_max=\d+\) needs about"):
+        model.fit(corpus)
+
+
+# ------------------------------------------------------------------------------ memory against XLA
+def _cost(compiled):
+    m = compiled.memory_analysis()
+    return m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+
+
+def _xla_peak(corpus, model):
+    """The peak bytes of a fit by XLA's accounting: every array the fit holds between programs (token
+    stream, state, posterior sums and means, log-likelihood entries) plus the largest program's
+    outputs and temporaries (the XLA "parallel" path of LIDA/FTM: the masks' outputs stay while the
+    token step runs); ``None`` for the log-likelihood when ``eval_every=0``."""
+    model._check_params()
+    K, W = model.n_components, corpus.n_words
+    tokens = make_tokens(corpus, block_tokens=model._block_tokens(corpus.n_tokens))
+    cfg = model._config(corpus, K, W)
+    state = init_state(jax.random.key(0), tokens, cfg, {h: getattr(model, h) for h in HYPER},
+                       min(K, 20) if cfg.focused else K)
+    key = jax.random.key(1)
+    ncfg = sampler._normalised(cfg)
+    ffi = kernel.use_kernel(ncfg)
+    phi, theta, live = evaluate.sample_means(state, cfg)
+    avg = evaluate.accumulate(None, state, cfg)
+    ll = evaluate.loglik_args(corpus)
+    held = sum(a.nbytes for a in jax.tree_util.tree_leaves((tokens, state, avg, phi, theta, live, ll)))
+    costs = []
+    if cfg.mode != "parallel" or not cfg.focused or ffi:
+        costs.append(_cost(sampler._sweep_jit.lower(state, key, tokens, ncfg, 0, ffi).compile()))
+    else:
+        m = sampler._masks_jit.lower(state, key, tokens, ncfg).compile().memory_analysis()
+        assign = sampler._assign_jit.lower(state, key, tokens, ncfg, min(K, 64), False).compile()
+        costs.append(m.output_size_in_bytes + max(m.temp_size_in_bytes, _cost(assign)))
+    mcfg = replace(canonical(cfg), sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), max_doc_len=0,
+                   max_word_count=0)
+    costs.append(_cost(evaluate._means_jit.lower(state, mcfg).compile()))
+    costs.append(_cost(evaluate._collapsed_jit.lower(state, cfg).compile()))
+    costs.append(_cost(hyper._hyper_jit.lower(state, key, canonical(cfg), tokens).compile()))
+    costs.append(_cost(evaluate.add_sample.lower(avg, phi, theta, live).compile()))
+    loglik = _cost(evaluate.loglik.lower(phi, theta, *ll).compile())
+    return held + max(costs), held + max(costs + [loglik])
+
+
+@pytest.mark.parametrize("variant, mode, K", [
+    ("lida", "parallel", 512),
+    pytest.param("lda", "parallel", 512, marks=pytest.mark.slow),
+    pytest.param("ftm", "stale", 256, marks=pytest.mark.slow),
+    pytest.param("sstm", "exact", 256, marks=pytest.mark.slow),
+])
+def test_memory_needed_covers_what_xla_allocates(variant, mode, K):
+    """memory_needed is at least XLA's count of the fit's arrays and at most 1.6 times it, with and
+    without the training log-likelihood (whose products XLA counts as two (block x K) arrays of
+    float32, three in resident memory: the estimate counts three, hence up to 1.5x there)."""
+    corpus = _corpus(40, 100, 200)
+    model = LIDA(variant, n_components=K, mode=mode, progress=False)
+    without, with_ll = _xla_peak(corpus, model)
+    sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words, K)
+    for measured, loglik in ((without, False), (with_ll, True)):
+        need = memory_needed(*sizes, n_nonzeros=corpus.nnz, mode=mode, loglik=loglik)
+        assert measured <= need <= 1.6 * measured, (loglik, measured, need)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="peak resident memory reset needs Linux")
+def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
+    """A real fit in a fresh process: the second of two identical fits (the first compiles), its
+    peak resident memory (VmHWM after resetting it) above the resident memory before it.  Here the
+    training log-likelihood's products dominate (1 block of 65,536 entries x 257 slots)."""
+    code = textwrap.dedent("""
+        import gc, json, numpy as np, topicjax as tj
+        from topicjax.lida.validators import memory_needed
+        def status(key):
+            for line in open("/proc/self/status"):
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        rng = np.random.default_rng(0)
+        D, L, W, K = 150, 300, 3000, 256
+        c = tj.Corpus.from_dense(rng.poisson(L / W, size=(D, W)), vocab=[f"w{i}" for i in range(W)])
+        fit = lambda: tj.LIDA("lida", K, max_iter=2, burn_in=0, eval_every=1, progress=False).fit(c)
+        fit()
+        gc.collect()
+        base = status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        fit()
+        print(json.dumps([status("VmHWM") - base, memory_needed(c.n_tokens, D, W, K, n_nonzeros=c.nnz)]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    grew, need = json.loads(out.stdout.strip().splitlines()[-1])
+    assert grew > 100 << 20  # the products were allocated (about 200 MB)
+    assert grew <= need <= 1.5 * grew, (grew, need)

@@ -1,0 +1,192 @@
+"""``JAX_ENABLE_X64=1`` (common in research notebooks, issue 26): every family fits, and gives the
+model it gives without it.
+
+With x64 enabled JAX makes 64 bits the default of every array created without a dtype:
+``jax.random.uniform`` draws float64 (other bits: another chain), ``jnp.arange``, ``argmax`` and sums
+of counts or booleans give int64 (a ``while_loop`` whose carry starts int32 then fails), Python
+floats passed to a jitted function and ``jnp.where(c, -1.0, 1.0)`` become float64 (reduced, they
+promote float32 work to float64).  The estimators create their arrays with explicit dtypes, so they
+still compute in float32 and draw the same random numbers.
+
+One subprocess per setting (``JAX_ENABLE_X64=1`` and ``0``, run side by side: a JAX start and its
+compilations are most of the cost) fits every family in sequence on a small bars corpus and writes
+the models' arrays to an ``.npz``; the test compares them family by family:
+
+* PLSA, ARTM (pool regularizers with schedules), ``fit_many``, PTM (an order selection: fits and a
+  warm-started reduction), TTMM EM, the online algorithm (``partial_fit``, ``fit_online``) and
+  every ``transform``: the same float32 arrays to float32 round-off (today: the same bits);
+* LIDA: its uniforms are drawn as float32 and its counts are int32 in both settings, so a seed
+  gives the same chain: the assignments ``z`` are compared exactly, and with them everything
+  computed from the chain (posterior means, hyperparameters, ``transform``).  Every mode and the
+  code of every variant: ``lida`` in the parallel mode (the compiled CPU sweep, through the
+  command line below: topic and word activations, all six hyperparameter updates, the
+  document-completion sampler with topic masks; ``ftm`` runs the same topic step), ``lda`` exact,
+  ``sstm`` stale with MH steps (word activations without topic masks), ``lda`` parallel with MH
+  steps (the XLA sweep);
+* TTMM SGD and the tuner use optax's Adam, whose bias correction ``1 - b**t`` optax computes in
+  the default float type (float64 with x64): a rounding difference per step that Adam's normalised
+  updates carry on (the log-likelihood agrees to 1e-7 relative, the parameters to 1e-4);
+* the command line, ``topicjax fit --model lida`` on the bundled bars corpus: status 0, the same
+  printed report (times aside) and the same saved model.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent(
+    """
+    import contextlib, io, json, sys, warnings
+    import numpy as np, jax
+    import topicjax as tj
+    import topicjax.cli
+    from topicjax import regularizers as R
+    from topicjax.regularizers.schedules import Step, Table
+    from topicjax.scale import online
+    from topicjax.tune import heldout_perplexity, tune
+
+    # JAX's dtype warnings (an int64 scatter into int32 counts: an error in later JAX releases)
+    warnings.filterwarnings("error", category=FutureWarning, module=r"jax\\.")
+    folder = sys.argv[1]
+    out = {}
+
+    def keep(name, **arrays):
+        for key, value in arrays.items():
+            out[f"{name}/{key}"] = np.asarray(value)
+
+    def objective(model):
+        return [h["objective"] for h in model.history_]
+
+    corpus, _ = tj.datasets.make_bars(n_docs=60, seed=0)
+    train, test = corpus.train_test_split(12, seed=0)
+    kw = dict(progress=False)
+
+    m = tj.PLSA(5, max_iter=10, **kw).fit(train)
+    keep("plsa", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+    regs = [(R.smooth_phi(), Table([0.1, 0.2, 0.3])), (R.sparse_theta(), 0.05), (R.decorrelate(), Step(3, 2.0))]
+    m = tj.ARTM(5, regularizers=regs, max_iter=10, **kw).fit(train)
+    keep("artm", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+    a, b = tj.PLSA(5, max_iter=6, **kw).fit_many(train, seeds=[1, 2])
+    keep("fit_many", phi1=a.phi_, phi2=b.phi_)
+
+    sel = tj.ptm.select_order(train, 5, 4, max_iter=4, progress=False)
+    for order, model in sel.models.items():
+        keep(f"ptm/{order}", phi=model.phi_, theta=model.theta_, bic=model.bic_)
+    keep("ptm", transform=sel.models[4].transform(test))
+
+    for solver in ("em", "sgd"):
+        m = tj.TTMM(3, 5, solver=solver, max_iter=6, **kw).fit(train)
+        keep(f"ttmm_{solver}", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+
+    for variant, mode, mh in (("lda", "exact", 0), ("sstm", "stale", 2), ("lda", "parallel", 2)):
+        m = tj.LIDA(variant, 8, max_iter=6, mode=mode, mh_steps=mh, **kw).fit(train)
+        keep(f"lida_{variant}_{mode}", z=m.state_.z, phi=m.phi_, theta=m.theta_, transform=m.transform(test),
+             hyper=[m.hyper_[h] for h in sorted(m.hyper_)], objective=objective(m))
+
+    m = tj.ARTM(5, **kw)
+    m.partial_fit(train.subset(np.arange(24)))
+    m.partial_fit(train.subset(np.arange(24, train.n_docs)))
+    phi, _ = online.fit_online(online.write_store([train], folder + "/store", batch_size=16), 5, passes=2, **kw)
+    keep("online", partial_fit=m.phi_, fit_online=phi)
+
+    model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=6, scores=(), **kw)
+    res = tune(model, train, heldout_perplexity(*test.completion_split(seed=0)),
+               {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 1.0)}, n_steps=2, progress=False)
+    keep("tune", phi=res.model.phi_, objective=[h["objective"] for h in res.history])
+
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        status = topicjax.cli.main(["fit", "--model", "lida", "--variant", "lida", "--sampler", "parallel",
+                                    "--docs", "60", "--topics", "8", "--iterations", "6", "--quiet",
+                                    "--out", folder + "/cli"])
+    lines = [s.replace(folder, "OUT") for s in report.getvalue().splitlines()
+             if not s.startswith(("fitted in", "total time"))]
+    m = tj.persistence.load(folder + "/cli")
+    keep("cli", status=status, report="\\n".join(lines), phi=m.phi_, theta=m.theta_,
+         hyper=[m.hyper_[h] for h in sorted(m.hyper_)])
+
+    np.savez(folder + "/results.npz", **out)
+    print(json.dumps({"x64": bool(jax.config.jax_enable_x64)}))
+    """
+)
+
+#: (rtol, atol) by family; LIDA and the command line are compared exactly (the same chain)
+TOLERANCE = {"ttmm_sgd": (1e-4, 1e-4), "tune": (1e-4, 1e-6)}
+DEFAULT_TOLERANCE = (1e-5, 1e-7)
+FAMILIES = ["plsa", "artm", "fit_many", "ptm", "ttmm_em", "ttmm_sgd", "lida_lda_exact", "lida_sstm_stale",
+            "lida_lda_parallel", "online", "tune", "cli"]
+
+
+def _start(folder: Path, x64: bool) -> subprocess.Popen:
+    folder.mkdir()
+    env = dict(os.environ, JAX_ENABLE_X64="1" if x64 else "0", XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(folder)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _fit_everything(base: Path) -> tuple[dict, dict]:
+    """``(without x64, with x64)``: the arrays of every family's fits, ``{"family/.../name": array}``."""
+    procs = {x64: _start(base / f"x64_{int(x64)}", x64) for x64 in (False, True)}
+    results = {}
+    try:
+        for x64, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=900)
+            assert proc.returncode == 0, f"JAX_ENABLE_X64={int(x64)}: the fits failed:\n{stderr[-4000:]}"
+            assert stdout.strip().splitlines()[-1] == f'{{"x64": {str(x64).lower()}}}', stdout[-2000:]
+            with np.load(base / f"x64_{int(x64)}" / "results.npz") as f:
+                results[x64] = {k: f[k] for k in f.files}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results[False], results[True]
+
+
+def _differences(family: str, plain: dict, x64: dict) -> list[str]:
+    """What differs between the two settings in ``family``'s arrays (empty: the same model)."""
+    rtol, atol = TOLERANCE.get(family, DEFAULT_TOLERANCE)
+    exact = family.startswith("lida") or family == "cli"
+    found = []
+    for key in sorted(k for k in plain if k.split("/")[0] == family):
+        a, b = plain[key], x64[key]
+        if a.dtype.kind == "U":
+            if str(a) != str(b):
+                found.append(f"{key}: the text differs")
+            continue
+        # float32 stays float32 (float64 would be work done in float64; LIDA's posterior means
+        # are float64 host arrays in both settings)
+        if a.dtype != b.dtype or a.shape != b.shape:
+            found.append(f"{key}: {a.dtype}{list(a.shape)} without x64, {b.dtype}{list(b.shape)} with it")
+            continue
+        same = (np.array_equal(a, b) if exact or a.dtype.kind not in "fc"
+                else np.allclose(b, a, rtol=rtol, atol=atol))
+        if not same:
+            worst = float(np.max(np.abs(b.astype(np.float64) - a.astype(np.float64)))) if a.size else 0.0
+            bound = "exactly" if exact else f"rtol {rtol:g}, atol {atol:g}"
+            found.append(f"{key}: differs by up to {worst:.3g} (compared {bound})")
+    return found
+
+
+@pytest.mark.slow
+def test_every_family_gives_the_same_model_with_x64(tmp_path):
+    """One test (its two subprocesses are the cost, so a parallel run must not repeat them)."""
+    plain, x64 = _fit_everything(tmp_path)
+    assert sorted(plain) == sorted(x64)
+    assert sorted({k.split("/")[0] for k in plain}) == sorted(FAMILIES)
+    problems = [d for family in FAMILIES for d in _differences(family, plain, x64)]
+    assert not problems, "JAX_ENABLE_X64=1 changed the model:\n" + "\n".join(problems)
+    # the command line under x64: status 0 and the report of the plain run (compared above)
+    assert int(x64["cli/status"]) == 0
+    report = str(x64["cli/report"])
+    assert "hold-out perplexity" in report and "topicjax: error" not in report
