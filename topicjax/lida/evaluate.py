@@ -40,8 +40,9 @@ def _sample_means(state: State, cfg: Config):
     n_k = state.n_k.astype(jnp.float32)
     if cfg.sparse:
         pb = state.phi_bar
-        M = jnp.sum(pb, axis=0)
-        c_v = jnp.sum(pb & live[None, :], axis=1)[:W]
+        # int32 sums (the default, int64 under JAX_ENABLE_X64, would convert the V x K masks)
+        M = jnp.sum(pb, axis=0, dtype=jnp.int32)
+        c_v = jnp.sum(pb & live[None, :], axis=1, dtype=jnp.int32)[:W]
         pbW = pb[:W]
         m_o = M[None, :] - pbW.astype(jnp.int32)
         c_o = c_v[:, None] - pbW.astype(jnp.int32)
@@ -59,8 +60,8 @@ def _sample_means(state: State, cfg: Config):
     else:
         phi = (beta + n_wk) / (W * beta + n_k)
     tb = state.theta_bar
-    m_d = jnp.sum(tb, axis=1, keepdims=True).astype(jnp.float32)
-    n_d = jnp.sum(state.n_dk, axis=1, keepdims=True).astype(jnp.float32)
+    m_d = jnp.sum(tb, axis=1, keepdims=True, dtype=jnp.int32).astype(jnp.float32)
+    n_d = jnp.sum(state.n_dk, axis=1, keepdims=True, dtype=jnp.int32).astype(jnp.float32)
     theta = jnp.where(tb, alpha + state.n_dk, 0.0) / (m_d * alpha + n_d)
     return phi, theta, live
 

@@ -89,18 +89,24 @@ def mh_log(key, x0, logf, scale, steps):
     return x
 
 
+def _bincount32(values, length: int):
+    """``jnp.bincount(values, length=length)`` of non-negative counts, in int32 (bincount's own
+    ones and result are int64 under JAX_ENABLE_X64)."""
+    return jnp.zeros((length,), jnp.int32).at[values].add(1, mode="drop")
+
+
 def token_count_histogram(cell_of_token, length: int):
     """h[c] = number of cells holding count c (c ≥ 1), from ``cell_of_token`` = the count of the cell
     of every token (n_dk[d_i, z_i] or n_wk[w_i, z_i]): a cell holding c tokens is seen c times.
     O(N) instead of a pass over the D x K_max (V x K_max) table."""
-    t = jnp.bincount(cell_of_token, length=length)
-    c = jnp.maximum(jnp.arange(length), 1)
+    t = _bincount32(cell_of_token, length)
+    c = jnp.maximum(jnp.arange(length, dtype=jnp.int32), 1)
     return (t // c).at[0].set(0)
 
 
 def count_histogram(counts, length: int):
     """h[c] = number of cells holding count c (c ≥ 1; h[0] = 0), for cells with counts < length."""
-    h = jnp.bincount(counts.reshape(-1), length=length)
+    h = _bincount32(counts.reshape(-1), length)
     return h.at[0].set(0)
 
 
@@ -137,8 +143,9 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
         if cfg.max_doc_len:
             hist = (count_histogram(state.n_dk, cfg.max_doc_len + 1) if tokens is None else
                     token_count_histogram(state.n_dk[tokens.doc, state.z], cfg.max_doc_len + 1))
-        m = jnp.sum(state.theta_bar, axis=1).astype(jnp.float32)
-        n_d = jnp.sum(state.n_dk, axis=1).astype(jnp.float32)
+        # int32 sums (the default, int64 under JAX_ENABLE_X64, would convert the D x K tables)
+        m = jnp.sum(state.theta_bar, axis=1, dtype=jnp.int32).astype(jnp.float32)
+        n_d = jnp.sum(state.n_dk, axis=1, dtype=jnp.int32).astype(jnp.float32)
         ms = jnp.maximum(m, 1.0)
 
         def f(x):
@@ -152,9 +159,9 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
     if "beta" in s:
         W = cfg.n_words
         if cfg.sparse:
-            M = jnp.sum(state.phi_bar, axis=0)
+            M = jnp.sum(state.phi_bar, axis=0, dtype=jnp.int32)
         else:
-            M = jnp.full((cfg.n_topics,), W)
+            M = jnp.full((cfg.n_topics,), W, jnp.int32)
         M = jnp.where(live, M, 0)
         hist = None
         if cfg.max_word_count:
@@ -172,13 +179,13 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
 
         state = state._replace(beta=jnp.exp(slice_log(ks[1], jnp.log(state.beta), f)))
     if cfg.focused:  # topic IBP: customers are the documents, features the topics
-        c_k = jnp.sum(state.theta_bar, axis=0)
+        c_k = jnp.sum(state.theta_bar, axis=0, dtype=jnp.int32)
         mass, conc = _ibp_hyper(ks[2], ks[3], s, ("eta", "delta"), cfg.eta_prior, c_k, k_star, cfg.n_docs,
                                 state.eta, state.delta, cfg.sigma, cfg.n_docs, cfg)
         state = state._replace(eta=mass, delta=conc)
     if cfg.sparse:
         # word IBP: customers are the K* live topics, features the words (observed and phantom)
-        c_v = jnp.sum(state.phi_bar & live[None, :], axis=1)
+        c_v = jnp.sum(state.phi_bar & live[None, :], axis=1, dtype=jnp.int32)
         mass, conc = _ibp_hyper(ks[4], ks[5], s, ("gamma", "xi"), cfg.gamma_prior, c_v, jnp.sum(c_v > 0), k_star,
                                 state.gamma, state.xi, cfg.zeta, cfg.n_topics, cfg)
         state = state._replace(gamma=mass, xi=conc)

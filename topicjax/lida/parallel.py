@@ -48,7 +48,7 @@ __all__ = ["assign_parallel", "active_lists", "denominator"]
 def denominator(state: State, cfg: Config, phi_bar):
     """φ̄_·k β (eq. 35, 37; active words of each topic) or W β (eq. 36, 38): (K,) float32."""
     if cfg.sparse:
-        return jnp.sum(phi_bar, axis=0).astype(jnp.float32) * state.beta
+        return jnp.sum(phi_bar, axis=0, dtype=jnp.int32).astype(jnp.float32) * state.beta
     return jnp.full((cfg.n_topics,), cfg.n_words * state.beta, jnp.float32)
 
 

@@ -206,17 +206,17 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
     M = jnp.sum(tm).astype(jnp.float32)
     vv = v & tm[None, :]
     uu = u & tm[:, None]
-    Md = jnp.sum(vv, axis=1).astype(jnp.float32)
+    Md = jnp.sum(vv, axis=1, dtype=jnp.int32).astype(jnp.float32)
     L = doc_length.astype(jnp.float32)
     log_binom = gammaln(M + 1.0) - gammaln(Md + 1.0) - gammaln(M - Md + 1.0)
     doc_cost = jnp.log(M) + log_binom + 0.5 * (Md - 1.0) * (jnp.log(L) - LOG_2PI)
-    lbar = jnp.sum(jnp.where(vv, doc_length[:, None], 0), axis=0)  # int: exact
+    lbar = jnp.sum(jnp.where(vv, doc_length[:, None], 0), axis=0, dtype=jnp.int32)  # int: exact
     log_lbar = jnp.log(jnp.maximum(lbar, 1).astype(jnp.float32)) - LOG_2PI
-    Nj = jnp.sum(uu, axis=1)
+    Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
     topic_cost = jnp.where(tm, 0.5 * Nj.astype(jnp.float32) * log_lbar, 0.0)
     n_words = u.shape[1]
     if kind == "2020":
-        k = jnp.sum(uu, axis=0)
+        k = jnp.sum(uu, axis=0, dtype=jnp.int32)
         c0 = 0.5 * (jnp.log(jnp.sum(lbar).astype(jnp.float32)) - LOG_2PI)
         mixed = (k > 0) & (k.astype(jnp.float32) < M)
         word_cost = jnp.where(k.astype(jnp.float32) < M, c0, 0.0) + jnp.where(mixed, M * math.log(2.0), 0.0)
@@ -272,7 +272,7 @@ def _topic_stats(x, u, beta0, topic_mask):
     uf = uu.astype(x.dtype)
     xbar = jnp.sum(uf * x, axis=1)  # x̄_j (eq. 10)
     S = jnp.sum(uf * beta0[None, :], axis=1)  # 1 - sum_n (1 - u_jn) beta0_n, summed over positives
-    Nj = jnp.sum(uu, axis=1).astype(jnp.int32)
+    Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
     return xbar, S, Nj
 
 
@@ -424,7 +424,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     e0 = jnp.where(locked, jnp.inf, e0)
     e1 = jnp.where(tm[:, None], e1, 0.0)
     e0 = jnp.where(tm[:, None], e0, 0.0)
-    k = jnp.sum(uu, axis=0).astype(jnp.float32)
+    k = jnp.sum(uu, axis=0, dtype=jnp.int32).astype(jnp.float32)
     lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
     c0 = 0.5 * (jnp.log(jnp.maximum(lsum, 1.0)) - LOG_2PI)
     cm = M * math.log(2.0)
@@ -433,7 +433,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     on_d = jnp.sum(e1, axis=0) + 0.0 - cur_cost
     off_d = jnp.sum(e0, axis=0) + c0 - cur_cost
     pick1 = (e1 < e0) & tm[:, None]
-    n1 = jnp.sum(pick1, axis=0).astype(jnp.float32)
+    n1 = jnp.sum(pick1, axis=0, dtype=jnp.int32).astype(jnp.float32)
     emin = jnp.where(pick1, e1, e0)
     gap_off = jnp.where(tm[:, None] & pick1, e0 - e1, jnp.inf)  # cost of forcing a 1 to 0
     gap_on = jnp.where(tm[:, None] & ~pick1, e1 - e0, jnp.inf)  # cost of forcing a 0 to 1
@@ -512,7 +512,7 @@ def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096)
     n_after = Nj[None, :].astype(jnp.float32) + cN
     n_before = n_after - dU
     zero_change = ((n_after < 0.5) & (n_before > 0.5)).astype(jnp.int32) - ((n_before < 0.5) & (n_after > 0.5)).astype(jnp.int32)
-    viol = jnp.cumsum(jnp.sum(jnp.where(tm[None, :], zero_change, 0), axis=1))
+    viol = jnp.cumsum(jnp.sum(jnp.where(tm[None, :], zero_change, 0), axis=1, dtype=jnp.int32))
     prefix_ok = jnp.cumsum(~valid) == 0
     k, best = _best_prefix(total, prefix_ok & (viol == 0))
     take = jnp.arange(K) < k
@@ -534,7 +534,7 @@ def v_flip_costs(v, doc_length, lbar, n_docs_topic, Nj, topic_mask, n_c0, kind: 
     tm = topic_mask
     M = jnp.sum(tm).astype(jnp.float32)
     vv = v & tm[None, :]
-    Md = jnp.sum(vv, axis=1).astype(jnp.float32)[:, None]
+    Md = jnp.sum(vv, axis=1, dtype=jnp.int32).astype(jnp.float32)[:, None]
     L = doc_length.astype(jnp.float32)[:, None]
     s = jnp.where(vv, -1.0, 1.0).astype(jnp.float32)
     lb = jnp.maximum(lbar, 1).astype(jnp.float32)[None, :]

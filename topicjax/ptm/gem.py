@@ -114,7 +114,8 @@ def m_step(state: PTMState, beta0):
 
 
 def doc_mass(v, doc_length, topic_mask):
-    return jnp.sum(jnp.where(v & topic_mask[None, :], doc_length[:, None], 0), axis=0)
+    # int32 sums: the default (int64 under JAX_ENABLE_X64) would convert the D x P tables
+    return jnp.sum(jnp.where(v & topic_mask[None, :], doc_length[:, None], 0), axis=0, dtype=jnp.int32)
 
 
 def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
@@ -157,10 +158,10 @@ def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v,
     lbar = doc_mass(v, data.doc_length, tm)
     vv = v & tm[None, :]
     a = jnp.where(vv, alpha, 0.0)
-    ndocs_topic = jnp.sum(vv, axis=0)
+    ndocs_topic = jnp.sum(vv, axis=0, dtype=jnp.int32)
     uu = u & tm[:, None]
-    Nj = jnp.sum(uu, axis=1)
-    n_c0 = jnp.sum(jnp.sum(uu, axis=0) < jnp.sum(tm)).astype(jnp.float32)
+    Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
+    n_c0 = jnp.sum(jnp.sum(uu, axis=0, dtype=jnp.int32) < jnp.sum(tm)).astype(jnp.float32)
     cost, allow_on, allow_off = pb.v_flip_costs(vv, data.doc_length, lbar, ndocs_topic, Nj, tm, n_c0, kind)
     kon, koff = min(n_on, P), min(n_off, P)
     cand, sign, ok, t_start = pb.v_candidates(S1, S2, data.doc_length, cost, allow_on, allow_off, a, n_on=kon, n_off=koff)

@@ -87,7 +87,7 @@ def _reduce_impl(state: PTMState, data: PTMData, keep, n_pad_new: int):
     v = jnp.where(orphan[:, None], best[:, None] == jnp.arange(P)[None, :], v)
     alpha = jnp.where(orphan[:, None], v.astype(jnp.float32), alpha)
     tot = jnp.sum(alpha, axis=1, keepdims=True)
-    nv = jnp.sum(v, axis=1, keepdims=True)
+    nv = jnp.sum(v, axis=1, keepdims=True, dtype=jnp.int32)
     # v / n_v in alpha's dtype (bool / int64 would be float64 under JAX_ENABLE_X64)
     spread = v.astype(alpha.dtype) / jnp.maximum(nv, 1).astype(alpha.dtype)
     alpha = jnp.where(tot > 0, alpha / jnp.where(tot > 0, tot, 1.0), spread)
