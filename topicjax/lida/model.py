@@ -264,7 +264,9 @@ class LIDA(TopicModelBase):
         memory = {"n_rows": W + n_phantom, "mode": self.mode, "loglik": bool(self.eval_every)}
         check_memory(corpus, int(self.n_components), **memory)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
-        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens))
+        # the stale sweep's and the MH proposals' per-token arrays only where they are read
+        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens),
+                             extras=self.mode == "stale" or self._mh_steps() > 0)
         K = int(self.n_components)
         key = as_key(self._seed(ckpt))
         theta_init = None
@@ -465,7 +467,7 @@ class LIDA(TopicModelBase):
     def _theta_new(self, corpus: Corpus) -> np.ndarray:
         """θ (46) of new documents by sampling their topics with Φ fixed at ``phi_`` (T x D), seeded
         by ``transform_seed_`` (the same documents in the same order give the same θ)."""
-        tokens = make_tokens(corpus)
+        tokens = make_tokens(corpus, extras=False)  # document completion reads doc, word and n_d
         h = self.hyper_
         n_sw = max(2, int(self.transform_iter))
         key = jax.random.key(int(self.transform_seed_))

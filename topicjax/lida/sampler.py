@@ -198,6 +198,9 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     the exact and stale modes, variants without topic activations); otherwise the state is left
     alone."""
     cfg = _normalised(cfg)
+    if tokens.by_word is None and (cfg.mode == "stale" or cfg.mh_steps):
+        raise ValueError(f"the {cfg.mode!r} sweep{' with MH steps' if cfg.mh_steps else ''} reads per-token arrays "
+                         "that these tokens were made without: make_tokens(corpus, ..., extras=True)")
     ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
     if cfg.mode != "parallel" or not cfg.focused or ffi:
         return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, ffi)

@@ -74,37 +74,39 @@ class Tokens(NamedTuple):
     doc: jax.Array  # (N,) int32
     word: jax.Array  # (N,) int32
     n_d: jax.Array  # (D,) int32 tokens per document
-    doc_start: jax.Array  # (N,) first token of the token's document
-    word_start: jax.Array  # (N,) first position of the token's word in ``by_word``
-    word_len: jax.Array  # (N,) tokens of the token's word
-    by_word: jax.Array  # (N,) token ids sorted by word
-    word_pos: jax.Array  # (N,) position of the token among the tokens of its word (in ``by_word``)
+    # the arrays only the stale sweep and the MH proposals read (``None`` when made without extras)
+    doc_start: jax.Array | None  # (N,) first token of the token's document
+    word_start: jax.Array | None  # (N,) first position of the token's word in ``by_word``
+    word_len: jax.Array | None  # (N,) tokens of the token's word
+    by_word: jax.Array | None  # (N,) token ids sorted by word
+    word_pos: jax.Array | None  # (N,) position of the token among the tokens of its word (in ``by_word``)
     blocks: Blocks  # layout of the parallel sweep (documents per block, lanes)
 
 
-def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = None) -> Tokens:
+def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = None, *, extras: bool = True) -> Tokens:
     """Expand ``corpus`` into a token stream (doc id and word id per token, sorted by document, the
     tokens of one word consecutive within a document) and lay out the blocks of the parallel sweep
     (:func:`topicjax.lida.layout.make_blocks`: documents in corpus order, ``block_tokens`` tokens
-    per block)."""
+    per block).  ``extras=False`` leaves out the five per-token arrays that only the stale sweep and
+    the Metropolis-Hastings proposals read (20 bytes per token: 2 GB at NYTimes size); the exact
+    and parallel dense sweeps, the compiled kernel and document completion do without them."""
     # A corpus's entries are sorted by document, then word, so their repetition already is the
     # stream in document-major order with each word's tokens in one run (no sort, no int64 copies).
     doc = np.repeat(corpus.doc_ids, corpus.counts).astype(np.int32, copy=False)
     word = np.repeat(corpus.word_ids, corpus.counts).astype(np.int32, copy=False)
     n_d = np.bincount(doc, minlength=corpus.n_docs).astype(np.int32)
     doc_off = np.concatenate([[0], np.cumsum(n_d)]).astype(np.int32)
-    n_w = np.bincount(word, minlength=corpus.n_words).astype(np.int32)
-    word_off = np.concatenate([[0], np.cumsum(n_w)]).astype(np.int32)
-    by_word = np.argsort(word, kind="stable").astype(np.int32)
-    word_pos = np.empty_like(by_word)
-    word_pos[by_word] = np.arange(by_word.size, dtype=np.int32) - word_off[word[by_word]]
     blocks = make_blocks(n_d, word, int(block_tokens), lanes)
-    return Tokens(
-        doc=jnp.asarray(doc), word=jnp.asarray(word), n_d=jnp.asarray(n_d),
-        doc_start=jnp.asarray(doc_off[doc]), word_start=jnp.asarray(word_off[word]),
-        word_len=jnp.asarray(n_w[word]), by_word=jnp.asarray(by_word), word_pos=jnp.asarray(word_pos),
-        blocks=blocks,
-    )
+    more = dict(doc_start=None, word_start=None, word_len=None, by_word=None, word_pos=None)
+    if extras:
+        n_w = np.bincount(word, minlength=corpus.n_words).astype(np.int32)
+        word_off = np.concatenate([[0], np.cumsum(n_w)]).astype(np.int32)
+        by_word = np.argsort(word, kind="stable").astype(np.int32)
+        word_pos = np.empty_like(by_word)
+        word_pos[by_word] = np.arange(by_word.size, dtype=np.int32) - word_off[word[by_word]]
+        more = dict(doc_start=jnp.asarray(doc_off[doc]), word_start=jnp.asarray(word_off[word]),
+                    word_len=jnp.asarray(n_w[word]), by_word=jnp.asarray(by_word), word_pos=jnp.asarray(word_pos))
+    return Tokens(doc=jnp.asarray(doc), word=jnp.asarray(word), n_d=jnp.asarray(n_d), blocks=blocks, **more)
 
 
 class State(NamedTuple):
