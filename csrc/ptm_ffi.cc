@@ -2,9 +2,9 @@
 // the module in estep_ffi.cc (topicjax/ptm/kernels.py calls them).  float32 throughout.
 //
 //   topicjax_ptm_estep   B (N, P), a (D, P), document rows (item (C, R), word (C, R, W),
-//                        count, pos), word rows (item, doc, count, pos)
+//                        count), word rows (item, doc, pos: the entry's document slot)
 //                        -> g (N, P), ll (D,), s1 (D, P), s2 (D, P)
-//                        attributes n_flat (size of the flat count array), tiny, cap
+//                        attributes tiny, cap
 //   topicjax_ptm_trials  B (N, P), a (D, P), vv (D, P), cand (D, K) int32, t_start (D, K),
 //                        document rows (item, word, count)
 //                        -> dl (D, K), t (D, K), variant (D, K) int32, s1 (D, P), s2 (D, P)
@@ -34,26 +34,31 @@ std::string Dims(ffi::Span<const int64_t> d) {
   return s + (d.size() == 1 ? ",)" : ")");
 }
 
-// Rows (item (C, R), other/count/pos (C, R, W)) as a RowLayout; "" or what is wrong.
+// Rows (item (C, R), other (C, R, W), with count or pos (C, R, W)) as a RowLayout; "" or what
+// is wrong.  Rows without counts mark padding entries with other == pad_other.
 std::string MakeRows(const char* name, ffi::Buffer<ffi::S32>& item, ffi::Buffer<ffi::S32>& other,
-                     ffi::Buffer<ffi::F32>& count, ffi::Buffer<ffi::S32>* pos, int64_t n_items, RowLayout* out) {
-  auto id = item.dimensions(), od = other.dimensions(), cd = count.dimensions();
-  if (id.size() != 2 || od.size() != 3 || od[0] != id[0] || od[1] != id[1] || cd.size() != 3 || cd[0] != od[0] ||
-      cd[1] != od[1] || cd[2] != od[2])
-    return std::string(name) + " rows: item " + Dims(id) + ", ids " + Dims(od) + " and counts " + Dims(cd) +
-           " must be (C, R) and (C, R, W)";
+                     ffi::Buffer<ffi::F32>* count, ffi::Buffer<ffi::S32>* pos, int64_t n_items, int64_t pad_other,
+                     RowLayout* out) {
+  auto id = item.dimensions(), od = other.dimensions();
+  if (id.size() != 2 || od.size() != 3 || od[0] != id[0] || od[1] != id[1])
+    return std::string(name) + " rows: item " + Dims(id) + " and ids " + Dims(od) + " must be (C, R) and (C, R, W)";
+  auto same = [&](ffi::Span<const int64_t> d) { return d.size() == 3 && d[0] == od[0] && d[1] == od[1] && d[2] == od[2]; };
+  if (count != nullptr) {
+    if (!same(count->dimensions()))
+      return std::string(name) + " rows: counts " + Dims(count->dimensions()) + " must match " + Dims(od);
+    out->count = count->typed_data();
+  }
   if (pos != nullptr) {
-    auto pd = pos->dimensions();
-    if (pd.size() != 3 || pd[0] != od[0] || pd[1] != od[1] || pd[2] != od[2])
-      return std::string(name) + " rows: positions " + Dims(pd) + " must match " + Dims(od);
+    if (!same(pos->dimensions()))
+      return std::string(name) + " rows: positions " + Dims(pos->dimensions()) + " must match " + Dims(od);
     out->pos = pos->typed_data();
   }
   out->n_rows = id[0] * id[1];
   out->width = od[2];
   out->n_items = n_items;
+  out->pad_other = pad_other;
   out->item = item.typed_data();
   out->other = other.typed_data();
-  out->count = count.typed_data();
   return "";
 }
 
@@ -87,11 +92,10 @@ PtmBadInput Locked(Fn&& f) {
 }
 
 ffi::Error PtmEStep(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::S32> d_item,
-                    ffi::Buffer<ffi::S32> d_word, ffi::Buffer<ffi::F32> d_count, ffi::Buffer<ffi::S32> d_pos,
-                    ffi::Buffer<ffi::S32> w_item, ffi::Buffer<ffi::S32> w_doc, ffi::Buffer<ffi::F32> w_count,
-                    ffi::Buffer<ffi::S32> w_pos, ffi::ResultBuffer<ffi::F32> g, ffi::ResultBuffer<ffi::F32> ll,
-                    ffi::ResultBuffer<ffi::F32> s1, ffi::ResultBuffer<ffi::F32> s2, int64_t n_flat, float tiny,
-                    float cap) {
+                    ffi::Buffer<ffi::S32> d_word, ffi::Buffer<ffi::F32> d_count, ffi::Buffer<ffi::S32> w_item,
+                    ffi::Buffer<ffi::S32> w_doc, ffi::Buffer<ffi::S32> w_pos, ffi::ResultBuffer<ffi::F32> g,
+                    ffi::ResultBuffer<ffi::F32> ll, ffi::ResultBuffer<ffi::F32> s1, ffi::ResultBuffer<ffi::F32> s2,
+                    float tiny, float cap) {
   auto bd = B.dimensions(), ad = a.dimensions();
   if (bd.size() != 2 || ad.size() != 2 || ad[1] != bd[1])
     return Invalid("B " + Dims(bd) + " and a " + Dims(ad) + " must be (N, P) and (D, P)");
@@ -99,13 +103,12 @@ ffi::Error PtmEStep(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffe
   A.N = bd[0];
   A.P = bd[1];
   A.D = ad[0];
-  A.n_flat = n_flat;
   A.B = B.typed_data();
   A.a = a.typed_data();
   A.tiny = tiny;
   A.cap = cap;
-  std::string err = MakeRows("document", d_item, d_word, d_count, &d_pos, A.D, &A.docs);
-  if (err.empty()) err = MakeRows("word", w_item, w_doc, w_count, &w_pos, A.N, &A.words);
+  std::string err = MakeRows("document", d_item, d_word, &d_count, nullptr, A.D, -1, &A.docs);
+  if (err.empty()) err = MakeRows("word", w_item, w_doc, nullptr, &w_pos, A.N, A.D, &A.words);
   if (!err.empty()) return Invalid(err);
   if (g->element_count() != size_t(A.N * A.P) || ll->element_count() != size_t(A.D) ||
       s1->element_count() != size_t(A.D * A.P) || s2->element_count() != size_t(A.D * A.P))
@@ -145,7 +148,7 @@ ffi::Error PtmTrials(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buff
   A.tiny = tiny;
   A.cap = cap;
   A.t_max = t_max;
-  std::string err = MakeRows("document", d_item, d_word, d_count, nullptr, A.D, &A.docs);
+  std::string err = MakeRows("document", d_item, d_word, &d_count, nullptr, A.D, -1, &A.docs);
   if (!err.empty()) return Invalid(err);
   const size_t dk = size_t(A.D * A.K), dp = size_t(A.D * A.P);
   if (dl->element_count() != dk || t->element_count() != dk || variant->element_count() != dk ||
@@ -180,13 +183,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxPtmEStep, PtmEStep,
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("n_flat")
                                   .Attr<float>("tiny")
                                   .Attr<float>("cap"));
 

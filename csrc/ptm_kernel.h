@@ -37,13 +37,16 @@ namespace ptm {
 
 // One of the two row layouts, flattened: row i belongs to item item[i] (an item is a document
 // or a word; padding rows carry n_items), its entries e are other[i * width + e] (a word or a
-// document id), count[...] (0: padding) and pos[...] (the entry's index in the flat count array).
+// document id).  Document rows have count[...] (0: padding); word rows have pos[...] (the
+// entry's slot in the document rows, whose slot order is the flat order) and no counts: their
+// padding entries have other == pad_other (the number of documents).
 struct RowLayout {
   int64_t n_rows = 0, width = 0, n_items = 0;
   const int32_t* item = nullptr;
   const int32_t* other = nullptr;
-  const float* count = nullptr;
-  const int32_t* pos = nullptr;  // nullptr when not needed
+  const float* count = nullptr;  // nullptr for word rows
+  const int32_t* pos = nullptr;  // nullptr for document rows
+  int64_t pad_other = -1;        // the padding value of other where there are no counts
 };
 
 // What went wrong (the first bad value seen), reported to Python as an error.
@@ -68,8 +71,13 @@ inline RangeSplit SplitItems(const RowLayout& rl, int64_t max_threads) {
   std::vector<int64_t> weight(nt > 1 ? rl.n_rows : 0);
   for (int64_t i = 0; nt > 1 && i < rl.n_rows; ++i) {
     int64_t live = 1;
-    const float* c = rl.count + i * rl.width;
-    for (int64_t e = 0; e < rl.width; ++e) live += c[e] != 0.0f;
+    if (rl.count != nullptr) {
+      const float* c = rl.count + i * rl.width;
+      for (int64_t e = 0; e < rl.width; ++e) live += c[e] != 0.0f;
+    } else {
+      const int32_t* o = rl.other + i * rl.width;
+      for (int64_t e = 0; e < rl.width; ++e) live += o[e] != rl.pad_other;
+    }
     weight[i] = rl.item[i] < rl.n_items ? live : 0;
   }
   return SplitByWeight(weight, rl.item, rl.n_rows, rl.n_items, nt);
@@ -144,7 +152,7 @@ inline void AddRow(const float* __restrict row, double* __restrict acc, float* _
 
 // ---------------------------------------------------------------------------------- E-step
 struct EStepArgs {
-  int64_t N = 0, D = 0, P = 0, n_flat = 0;
+  int64_t N = 0, D = 0, P = 0;
   const float* B = nullptr;  // (N, P)
   const float* a = nullptr;  // (D, P)
   RowLayout docs, words;
@@ -161,7 +169,8 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
   if (bad.kind) return bad;
   if ((bad = CheckRows(A.words)).kind) return bad;
   const int64_t n_pool = pool.size();
-  std::vector<float> r_flat(A.n_flat, 0.0f);  // r of every non-zero, by flat position
+  const int64_t n_flat = A.docs.n_rows * W;
+  std::vector<float> r_flat(n_flat, 0.0f);  // r of every non-zero, by document slot
   std::vector<int32_t> act(A.D * P);          // active topics of every document
   std::vector<int32_t> n_act(A.D, 0);
   std::vector<DocScratch> scratch(n_pool);
@@ -186,13 +195,9 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
         for (int64_t e = r * W; e < (r + 1) * W; ++e) {
           const float n = A.docs.count[e];
           if (n == 0.0f) continue;
-          const int64_t w = A.docs.other[e], pos = A.docs.pos[e];
+          const int64_t w = A.docs.other[e];
           if (w < 0 || w >= A.N) {
             bads[k] = PtmBadInput{1, e, w};
-            return false;
-          }
-          if (pos < 0 || pos >= A.n_flat) {
-            bads[k] = PtmBadInput{3, e, pos};
             return false;
           }
           const float* brow = A.B + w * P;
@@ -200,7 +205,7 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
           const float rr = n / p;
           const float rp = std::min(rr / p, A.cap);
           ll += double(n) * double(std::log(p));
-          r_flat[pos] = rr;
+          r_flat[e] = rr;
           RowDerivs(brow, rr, rp, s.s1_row.data(), s.s2_row.data(), P);
         }
         AddRow(s.s1_row.data(), s.s1.data(), s.s1_row.data(), P);
@@ -226,13 +231,13 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t e = r * WW; e < (r + 1) * WW; ++e) {
-          if (A.words.count[e] == 0.0f) continue;
           const int64_t d = A.words.other[e], pos = A.words.pos[e];
+          if (d == A.D) continue;  // padding
           if (d < 0 || d >= A.D) {
             bads[k] = PtmBadInput{2, e, d};
             return false;
           }
-          if (pos < 0 || pos >= A.n_flat) {
+          if (pos < 0 || pos >= n_flat) {
             bads[k] = PtmBadInput{3, e, pos};
             return false;
           }

@@ -47,7 +47,8 @@ if str(ROOT) not in sys.path:
 import topicjax as tj  # noqa: E402
 from topicjax import metrics  # noqa: E402
 from topicjax import regularizers as R  # noqa: E402
-from topicjax.artm import ARTM, Step  # noqa: E402
+from topicjax.artm import ARTM  # noqa: E402
+from topicjax.regularizers import Step  # noqa: E402
 
 # rows: (label, Sm, Sp, Dc, LDA)
 ROWS = [
@@ -86,7 +87,7 @@ def load_corpus(args):
         rng = np.random.default_rng(args.seed)
         phi = rng.dirichlet(np.full(300, 0.05), size=12).T
         phi = 0.9 * phi + 0.1 * rng.dirichlet(np.ones(300))[:, None]  # common words: a background
-        corpus, _ = tj.datasets.make_lda_corpus(phi, 300, doc_length=(40, 120), alpha=0.3, seed=args.seed)
+        corpus, _ = tj.datasets.sample_lda_corpus(phi, 300, doc_length=(40, 120), alpha=0.3, seed=args.seed)
         return corpus, "synthetic LDA corpus (300 documents, 300 words)"
     return tj.datasets.load_kos(), str(tj.datasets.shared_data_dir() / "kos")
 
@@ -240,7 +241,7 @@ def main(argv=None):
     base = ARTM(args.topics, background_topics=args.background, regularizers=union, max_iter=args.iterations,
                 random_state=args.seed, scores=(), progress=False, transform_iter=30)
     t_fit = time.perf_counter()
-    models = base.fit_grid(train, grid)
+    models = base.fit_grid(train, taus=grid)
     fit_s = time.perf_counter() - t_fit
     print(f"fit_grid: {len(models)} models x {args.iterations} iterations in {fit_s:.1f} s "
           f"({fit_s / len(models) / args.iterations:.3f} s per model-iteration, compilation included)", flush=True)

@@ -1,6 +1,6 @@
 """Time reference coherence (C_V, window 110) of 100 topics x top-10 words on 20 Newsgroups.
 
-Side by side: topicjax's :func:`topicjax.evaluation.coherence.coherence` (window counts of the
+Side by side: topicjax's :func:`topicjax.evaluation.coherence.reference_coherence` (window counts of the
 union of top words on the device, all topics in one call) and gensim's ``CoherenceModel`` (one
 process) on the same reference texts and topics; both values are printed and compared.
 
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from topicjax.data.datasets import load_20newsgroups, shared_data_dir
-from topicjax.evaluation.coherence import coherence
+from topicjax.evaluation.coherence import reference_coherence
 from topicjax.evaluation.reference_texts import ReferenceTexts
 
 TOKEN_PATTERN = r"(?u)\b[a-zA-Z][a-zA-Z]+\b"  # load_20newsgroups' pattern
@@ -97,7 +97,7 @@ def main(argv=None) -> None:
     times = []
     for r in range(args.repeats + 1):
         t = time.perf_counter()
-        ours = coherence(phi, ref, measure="c_v", top_n=args.top_n)
+        ours = reference_coherence(phi, ref, measure="c_v", top_n=args.top_n)
         times.append(time.perf_counter() - t)
     print(f"topicjax c_v: first call {times[0]:.2f} s (with compilation), then "
           f"{' '.join(f'{x:.2f}' for x in times[1:])} s; mean C_V {np.nanmean(ours):.4f}")

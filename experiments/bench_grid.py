@@ -100,10 +100,10 @@ def run_grid(train, T, taus, iterations, mode_text):
     base = make_base(T, iterations)
     mode, batch_size = parse_mode(mode_text)
     t0 = time.perf_counter()
-    base.fit_many(train, taus, mode=mode, batch_size=batch_size)
+    base.fit_many(train, taus=taus, mode=mode, vmap_size=batch_size)
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    models = base.fit_many(train, taus, mode=mode, batch_size=batch_size)
+    models = base.fit_many(train, taus=taus, mode=mode, vmap_size=batch_size)
     return time.perf_counter() - t0, first, models
 
 

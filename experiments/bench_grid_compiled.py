@@ -71,15 +71,15 @@ def main(argv=None):
         keys = jax.random.split(jax.random.key(0), G)
         states = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T, reg=reg))(keys)
         static = em.EMStatic()
-        res = {"artm grid": best(lambda: driver.run_many(em.ALGORITHM, static, states, (data, reg_b, None),
+        res = {"artm grid": best(lambda: driver.run_many(em.ARTM_EM, static, states, (data, reg_b, None),
                                                          batched=(False, True, False), max_iter=N, mode="vmap")[0].phi)}
         plsa = R.as_regularizer(None)
         st0 = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T))(keys)
-        res["plsa vmapped"] = best(lambda: driver.run_many(em.ALGORITHM, static, st0, (data, plsa, None),
+        res["plsa vmapped"] = best(lambda: driver.run_many(em.ARTM_EM, static, st0, (data, plsa, None),
                                                            batched=(False, False, False), max_iter=N,
                                                            mode="vmap")[0].phi)
         one = jax.tree.map(lambda a: a[0], st0)
-        res["plsa single (x G)"] = best(lambda: driver.run_fixed(em.ALGORITHM, static, one, (data, plsa, None),
+        res["plsa single (x G)"] = best(lambda: driver.run_fixed(em.ARTM_EM, static, one, (data, plsa, None),
                                                                  max_iter=N)[0].phi) * G
         per = {k: v / (N * G) * 1e3 for k, v in res.items()}
         rows.append((name, per))

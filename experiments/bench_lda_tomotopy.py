@@ -45,8 +45,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import topicjax as tj  # noqa: E402
-from topicjax import lida as L  # noqa: E402
-from topicjax.lida.evaluate import fold_in  # noqa: E402
+from topicjax.lida import sampler as lida_sampler, state as lida_state  # noqa: E402
+from topicjax.lida.evaluate import gibbs_fold_in  # noqa: E402
 
 
 def load(spec):
@@ -59,10 +59,10 @@ def heldout_logperp(phi, corpus_test, alpha, seed=0, n_sweeps=40):
     """Document completion with φ fixed (exact sequential sweeps over the observed halves, θ
     averaged after half of them), log-perplexity of the held-out halves."""
     observed, held = corpus_test.completion_split("tokens", seed=seed)
-    tok = L.make_tokens(observed)
-    theta = fold_in(jax.random.key(seed), jnp.asarray(phi, jnp.float32), jnp.zeros(phi.shape[1]), 1.0, alpha,
-                    1.0, 1.0, 0.0, tok.doc, tok.word, tok.n_d, jnp.zeros(observed.n_docs), n_sweeps=n_sweeps,
-                    burn_in=n_sweeps // 2, focused=False)
+    tok = lida_state.make_tokens(observed)
+    theta = gibbs_fold_in(jax.random.key(seed), jnp.asarray(phi, jnp.float32), jnp.zeros(phi.shape[1]), 1.0, alpha,
+                          1.0, 1.0, 0.0, tok.doc, tok.word, tok.n_d, jnp.zeros(observed.n_docs), n_sweeps=n_sweeps,
+                          burn_in=n_sweeps // 2, focused=False)
     theta = np.asarray(theta, np.float64)
     p = np.einsum("nk,kn->n", phi[held.word_ids], theta[:, held.doc_ids])
     return float(-np.sum(held.counts * np.log(p)) / held.n_tokens)
@@ -80,12 +80,12 @@ class Ours:
     def __init__(self, corpus, K, alpha, beta, mode, mh_steps, block_tokens, seed, backend="xla", threads=1):
         self.backend, self.threads = backend, threads
         self.corpus, self.alpha, self.beta = corpus, alpha, beta
-        self.tokens = L.make_tokens(corpus, block_tokens=block_tokens)
-        self.cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+        self.tokens = lida_state.make_tokens(corpus, block_tokens=block_tokens)
+        self.cfg = lida_state.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
                             n_rows=corpus.n_words, n_tokens=corpus.n_tokens, mode=mode, mh_steps=mh_steps, sample=())
         hyper = dict(alpha=alpha, beta=beta, eta=1.0, delta=1.0, gamma=1.0, xi=1.0)
         self.key = jax.random.key(seed)
-        self.state = L.init_state(jax.random.fold_in(self.key, 0), self.tokens, self.cfg, hyper, K)
+        self.state = lida_state.init_state(jax.random.fold_in(self.key, 0), self.tokens, self.cfg, hyper, K)
         self.done = 0
         self.run(1)  # compile
 
@@ -98,7 +98,7 @@ class Ours:
         t0 = time.perf_counter()
         for _ in range(sweeps):
             self.done += 1
-            self.state = L.sweep(self.state, jax.random.fold_in(self.key, self.done), self.tokens, self.cfg,
+            self.state = lida_sampler.sweep(self.state, jax.random.fold_in(self.key, self.done), self.tokens, self.cfg,
                                  donate=True)
         jax.block_until_ready(self.state)
         return time.perf_counter() - t0

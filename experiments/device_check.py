@@ -226,13 +226,13 @@ def check_fits(ctx):
         base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.0), (R.sparse_theta(), 0.0)], max_iter=8,
                        random_state=0, progress=False, scores=())
         taus = np.array([[0.0, 0.0], [0.1, 0.01], [0.5, 0.05], [1.0, 0.1]])
-        return [m.phi_ for m in base.fit_many(corpus, taus, mode="vmap", batch_size=4)]
+        return [m.phi_ for m in base.fit_many(corpus, taus=taus, mode="vmap", vmap_size=4)]
 
     g, c = on(ctx.device, many, 0), on(cpu_device(), many, 0)
     rows.append(("ARTM.fit_many, 4 models vmapped: Φ of each", rel_diff(g, c), 1e-3))
 
     def ttmm(_):
-        m = tj.TTMM(3, T, max_iter=10, random_state=0, progress=False).fit(corpus)
+        m = tj.TTMM(T, n_themes=3, max_iter=10, random_state=0, progress=False).fit(corpus)
         return tuple(np.asarray(x) for x in (m.pi_, m.tau_, m.beta_))
 
     g, c = on(ctx.device, ttmm, 0), on(cpu_device(), ttmm, 0)
@@ -241,20 +241,20 @@ def check_fits(ctx):
 
 
 def check_lida(ctx):
-    from topicjax import lida as L
+    from topicjax.lida import sampler as lida_sampler, state as lida_state
 
     corpus = ctx.corpora["kos"]
     K = ctx.sizes.check_topics * 4
     rows = []
     for variant in ("lda", "lida"):
-        tokens = L.make_tokens(corpus)
-        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+        tokens = lida_state.make_tokens(corpus)
+        cfg = lida_state.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
                        n_rows=corpus.n_words, n_tokens=int(corpus.n_tokens), sample=())
         hyper = dict(alpha=0.1, beta=0.01, eta=5.0, delta=1.0, gamma=50.0, xi=1.0)
-        state = L.init_state(jax.random.key(0), tokens, cfg, hyper, K)
+        state = lida_state.init_state(jax.random.key(0), tokens, cfg, hyper, K)
 
         def sweep(state, tokens):
-            return L.sweep(state, jax.random.key(1), tokens, cfg)
+            return lida_sampler.sweep(state, jax.random.key(1), tokens, cfg)
 
         g = on(ctx.device, sweep, state, tokens)
         c = on(cpu_device(), sweep, state, tokens)
@@ -274,7 +274,7 @@ def check_ptm(ctx):
 
     corpus = ctx.corpora["kos"]
     M = ctx.sizes.check_topics * 2
-    data = ptm_layout.prepare(corpus)
+    data = ptm_layout.ptm_data(corpus)
     state = on(cpu_device(), lambda d: gem.init_state(jax.random.key(0), d, M), data)
 
     def one(state, data):
@@ -300,7 +300,7 @@ def check_hypergradient(ctx):
     def grad(_):
         base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.1), (R.sparse_theta(), 0.1)], max_iter=5,
                        random_state=0, progress=False, scores=())
-        obj = tune.heldout_perplexity(*valid.completion_split(seed=1))
+        obj = tune.heldout_perplexity_loss(*valid.completion_split(seed=1))
         res = tune.tune(base, train, obj, {"smooth_phi": (1e-3, 10.0), "sparse_theta": (1e-3, 3.0)}, n_steps=1,
                         progress=False, refit=False)
         rec = res.history[0]
@@ -321,18 +321,18 @@ def diag_lida(ctx):
     """Which step of a LIDA-family sweep differs between the devices: the masks (topic / word
     activations) alone, then the token assignments from the same (CPU) masks; and whether the
     accelerator repeats itself."""
-    from topicjax import lida as L
+    from topicjax.lida import sampler as lida_sampler, state as lida_state
     from topicjax.lida import sampler as S
 
     corpus = ctx.corpora["kos"]
     K = ctx.sizes.check_topics * 4
     rows = []
     for variant in ("ftm", "sstm", "lida"):
-        tokens = L.make_tokens(corpus)
-        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+        tokens = lida_state.make_tokens(corpus)
+        cfg = lida_state.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
                        n_rows=corpus.n_words, n_tokens=int(corpus.n_tokens), sample=())
         hyper = dict(alpha=0.1, beta=0.01, eta=5.0, delta=1.0, gamma=50.0, xi=1.0)
-        state = L.init_state(jax.random.key(0), tokens, cfg, hyper, K)
+        state = lida_state.init_state(jax.random.key(0), tokens, cfg, hyper, K)
         key = jax.random.key(1)
 
         def masks(state, tokens):
@@ -366,7 +366,7 @@ def diag_ttmm(ctx):
     rows = []
     for n in (1, 2, 3, 5, 10):
         def fit(_):
-            m = tj.TTMM(3, T, max_iter=n, tol=0.0, random_state=0, progress=False).fit(corpus)
+            m = tj.TTMM(T, n_themes=3, max_iter=n, tol=0.0, random_state=0, progress=False).fit(corpus)
             return tuple(np.asarray(x) for x in (m.pi_, m.tau_, m.beta_)) + (np.asarray(m.loglik_history_),)
 
         g, g2, c = on(ctx.device, fit, 0), on(ctx.device, fit, 0), on(cpu_device(), fit, 0)
@@ -379,7 +379,7 @@ def diag_ttmm(ctx):
     from topicjax.ttmm import em as ttmm_em, sweeps
 
     state = on(cpu_device(), lambda: ttmm_em.em_init(jax.random.key(0), 3, T, corpus.n_words, corpus.n_docs))
-    data = sweeps.prepare(corpus, 3)
+    data = sweeps.theme_layout(corpus, 3)
     for n in (1, 10):
         def steps(state, data):
             for _ in range(n):
@@ -399,7 +399,7 @@ def lda_modes(ctx):
     (AD-LDA over all documents at once) and the stale sweep (approximate) with two batch sizes."""
     from dataclasses import replace
 
-    from topicjax import lida as L
+    from topicjax.lida import sampler as lida_sampler, state as lida_state
 
     corpus = ctx.corpora["kos"]
     K = ctx.sizes.lda_k
@@ -408,16 +408,16 @@ def lda_modes(ctx):
     for label, mode, block, batch in (("parallel, one block", "parallel", N, 65536),
                                       ("stale, batches of 65,536", "stale", 65536, 65536),
                                       ("stale, one batch", "stale", 65536, N)):
-        tokens = L.make_tokens(corpus, block_tokens=block)
-        cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
+        tokens = lida_state.make_tokens(corpus, block_tokens=block)
+        cfg = lida_state.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
                        n_tokens=N, mode=mode, sample=())
         cfg = replace(cfg, batch=batch)
-        state = L.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0, gamma=1.0,
+        state = lida_state.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0, gamma=1.0,
                                                                  xi=1.0), K)
-        state = jax.block_until_ready(L.sweep(state, jax.random.key(1), tokens, cfg))
+        state = jax.block_until_ready(lida_sampler.sweep(state, jax.random.key(1), tokens, cfg))
         t0 = time.perf_counter()
         for i in range(ctx.sizes.lda_sweeps):
-            state = L.sweep(state, jax.random.key(2 + i), tokens, cfg)
+            state = lida_sampler.sweep(state, jax.random.key(2 + i), tokens, cfg)
         jax.block_until_ready(state)
         s = (time.perf_counter() - t0) / ctx.sizes.lda_sweeps
         rows.append({"sampler": label, "s_per_sweep": s, "mtok_s": N / s / 1e6, "vs_tomotopy_2w": N / s / 1e6 / TOMOTOPY_2W_MTOK})
@@ -639,7 +639,7 @@ def time_ptm(ctx):
     corpus = ctx.corpora["20ng"]
     M = ctx.sizes.ptm_m
     t0 = time.perf_counter()
-    data = ptm_layout.prepare(corpus)
+    data = ptm_layout.ptm_data(corpus)
     state = gem.init_state(jax.random.key(0), data, M)
     state = jax.block_until_ready(gem.gem_step(state, data))
     first = time.perf_counter() - t0
@@ -664,7 +664,7 @@ def time_tuner(ctx):
     T, iters = ctx.sizes.tune_topics, ctx.sizes.tune_iters
     base = tj.ARTM(T, regularizers=[(R.smooth_phi(), 0.1), (R.sparse_theta(), 0.1), (R.decorrelate(), 1.0)],
                    max_iter=iters, random_state=0, progress=False, scores=())
-    obj = tune.heldout_perplexity(*valid.completion_split(seed=1))
+    obj = tune.heldout_perplexity_loss(*valid.completion_split(seed=1))
     scale = train.n_tokens / T ** 2
     box = {"smooth_phi": (1e-3, 10.0), "sparse_theta": (1e-3, 3.0), "decorrelate": (1e-2 * scale, 1e1 * scale)}
     res = tune.tune(base, train, obj, box, n_steps=4, progress=False, refit=False)
@@ -707,7 +707,7 @@ def summarize_trace(folder: Path, top: int = 12) -> list[dict]:
 
 
 def profile(ctx):
-    from topicjax import lida as L
+    from topicjax.lida import sampler as lida_sampler, state as lida_state
     from topicjax.core import em, layout
 
     corpus = ctx.corpora["kos"]
@@ -715,13 +715,13 @@ def profile(ctx):
     data = layout.prepare(corpus)
     step = em.make_step()
     state = jax.block_until_ready(step(em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T), data))
-    tokens = L.make_tokens(corpus)
+    tokens = lida_state.make_tokens(corpus)
     K = ctx.sizes.lda_k
-    cfg = L.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
+    cfg = lida_state.Config(variant="lda", n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words, n_rows=corpus.n_words,
                    n_tokens=int(corpus.n_tokens), sample=(), unroll=8 if ctx.backend == "gpu" else 1)
-    lstate = L.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0,
+    lstate = lida_state.init_state(jax.random.key(0), tokens, cfg, dict(alpha=0.1, beta=0.01, eta=1.0, delta=1.0,
                                                               gamma=1.0, xi=1.0), K)
-    lstate = jax.block_until_ready(L.sweep(lstate, jax.random.key(1), tokens, cfg))
+    lstate = jax.block_until_ready(lida_sampler.sweep(lstate, jax.random.key(1), tokens, cfg))
     out = {}
     for label, run in (("PLSA pass, KOS T=100, 10 passes", lambda s: step(s, data)),
                        ("LDA sweep, KOS K=100, 3 sweeps", None)):
@@ -735,7 +735,7 @@ def profile(ctx):
             else:
                 s = lstate
                 for i in range(3):
-                    s = L.sweep(s, jax.random.key(2 + i), tokens, cfg)
+                    s = lida_sampler.sweep(s, jax.random.key(2 + i), tokens, cfg)
                 jax.block_until_ready(s)
         out[label] = summarize_trace(folder)
         if ctx.out_dir is not None:
@@ -811,7 +811,7 @@ def write_report(ctx, path: Path, argv):
         lines += ["### Many models in one call", "",
                   f"KOS, ARTM (Φ smoothing + Θ sparsing on a τ grid), T = {g['T']}, {g['iterations']} iterations: "
                   f"{g['models']} sequential `ARTM.fit` calls {g['sequential_s']:.2f} s (first, compiling fit "
-                  f"{g['sequential_first_fit_s']:.2f} s); one `fit_many(mode='vmap', batch_size={g['models']})` "
+                  f"{g['sequential_first_fit_s']:.2f} s); one `fit_many(mode='vmap', vmap_size={g['models']})` "
                   f"{g['grid_s']:.2f} s (first call {g['grid_first_s']:.2f} s): **{g['speedup']:.2f}x** end to end; "
                   f"max |ΔΦ| against the sequential fits {g['max_phi_diff']:.1e}.", ""]
     if "lda" in t:

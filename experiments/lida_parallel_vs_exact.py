@@ -55,8 +55,8 @@ def run_one(variant, mode, block, seed, args, train, test):
     from topicjax.lida import LIDA
 
     kw = dict(n_components=args.k, init_topics=min(args.init_topics, args.k)) if variant == "ftm" else dict(n_components=args.k)
-    model = LIDA(variant, max_iter=args.sweeps, burn_in=args.sweeps * 2 // 3, hyper_start=args.sweeps // 5, mode=mode,
-                 batch_size=block, random_state=seed, progress=False, eval_every=0, transform_iter=args.test_sweeps,
+    model = LIDA(variant=variant, max_iter=args.sweeps, burn_in=args.sweeps * 2 // 3, hyper_start=args.sweeps // 5, sampler=mode,
+                 tokens_per_block=block, random_state=seed, progress=False, eval_every=0, transform_iter=args.test_sweeps,
                  **kw)
     t0 = time.perf_counter()
     model.fit(train)

@@ -130,19 +130,19 @@ def make_model(task: dict, s: dict, seed: int):
     from topicjax.lida import LIDA
 
     name = task["model"]
-    common = dict(max_iter=s["sweeps"], burn_in=s["burn_in"], hyper_start=s["hyper_start"], mode=s["mode"],
+    common = dict(max_iter=s["sweeps"], burn_in=s["burn_in"], hyper_start=s["hyper_start"], sampler=s["mode"],
                   random_state=seed, progress=s["progress"], transform_iter=s["test_sweeps"], eval_every=0,
-                  batch_size=s["batch_size"], mh_steps=s["mh_steps"])
+                  tokens_per_block=s["batch_size"], mh_steps=s["mh_steps"])
     focused = dict(n_components=s["k_max"], init_topics=min(s["init_topics"], s["k_max"]), init=s["init"],
                    eta=s["eta"], delta=s["delta"])
     if name == "lda":
-        return LIDA("lda", n_components=s["lda_topics"], **common)
+        return LIDA(variant="lda", n_components=s["lda_topics"], **common)
     if name == "ftm1":
-        return LIDA("ftm", **{**focused, "delta": 1.0}, sigma=0.0, fixed_hyper=("delta",), **common)
+        return LIDA(variant="ftm", **{**focused, "delta": 1.0}, sigma=0.0, fixed_hyper=("delta",), **common)
     if name == "ftm":
-        return LIDA("ftm", **focused, sigma=task["sigma"], **common)
+        return LIDA(variant="ftm", **focused, sigma=task["sigma"], **common)
     if name == "lida":
-        return LIDA("lida", **focused, sigma=task["sigma"], zeta=task["zeta"], **common)
+        return LIDA(variant="lida", **focused, sigma=task["sigma"], zeta=task["zeta"], **common)
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 

@@ -87,12 +87,12 @@ def main(argv=None):
             variant = "lida" if args.model == "lida" else "ftm"
             if start == "lda":  # the baseline: LDA with --lda-topics topics, α and β sampled
                 common = ("max_iter", "burn_in", "hyper_start", "random_state", "progress", "eval_every")
-                model = LIDA("lda", n_components=args.lda_topics, **{k: kw[k] for k in common})
+                model = LIDA(variant="lda", n_components=args.lda_topics, **{k: kw[k] for k in common})
             elif start == "dense":
-                model = LIDA(variant, n_components=200, init_topics=args.init_topics, **kw)
+                model = LIDA(variant=variant, n_components=200, init_topics=args.init_topics, **kw)
             else:
                 delta = 1.0 if args.model == "ftm1" else args.delta
-                model = LIDA(variant, n_components=200, init="ibp", eta=args.eta, **{**kw, "delta": delta})
+                model = LIDA(variant=variant, n_components=200, init="ibp", eta=args.eta, **{**kw, "delta": delta})
             t0 = time.perf_counter()
             model.fit(train)
             fit_s = time.perf_counter() - t0

@@ -77,7 +77,7 @@ def quick_corpora(seed: int):
     vocab = [f"r{i}c{j}" for i in range(5) for j in range(5)]
     out = []
     for k in range(2):
-        corpus, theta = tj.datasets.make_lda_corpus(phi, 120, doc_length=60, alpha=0.2, seed=seed + k, vocab=vocab)
+        corpus, theta = tj.datasets.sample_lda_corpus(phi, 120, doc_length=60, alpha=0.2, seed=seed + k, vocab=vocab)
         out.append(corpus.with_labels(list(np.argmax(theta, 0))))
     return out[0], out[1]
 
@@ -126,7 +126,7 @@ def evaluate_ptm(model, train, test_full, obs, held):
     rec["heldout_ll"] = model.heldout_log_likelihood(obs, held)
     rec["heldout_per_token"] = rec["heldout_ll"] / held.n_tokens
     if train.labels is not None:
-        rec["class"] = class_consistency(model.alpha_ * model.v_, train, model.transform(test_full).T, test_full)
+        rec["class"] = class_consistency(model.theta_ * model.v_, train, model.transform(test_full).T, test_full)
     # eq. 33 over the 10 most probable topic-specific words: beta_ is 0 off the specific words
     rec["coherence"] = float(np.nanmean(metrics.coherence(model.beta_.T, train, k=10, measure="umass")))
     return rec

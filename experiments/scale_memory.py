@@ -41,11 +41,11 @@ t0 = time.perf_counter()
 if family == "plsa":
     m = tj.PLSA(T, max_iter=iterations, random_state=0, progress=False).fit(corpus)
 elif family == "ttmm":
-    m = tj.TTMM(20, T, max_iter=iterations, random_state=0, progress=False).fit(corpus)
+    m = tj.TTMM(T, n_themes=20, max_iter=iterations, random_state=0, progress=False).fit(corpus)
 elif family == "ptm":
     m = tj.PTM(T, max_iter=iterations, random_state=0, progress=False).fit(corpus)
 elif family == "lda":
-    m = tj.LIDA("lda", T, max_iter=iterations, eval_every=iterations, random_state=0, progress=False).fit(corpus)
+    m = tj.LIDA(T, variant="lda", max_iter=iterations, eval_every=iterations, random_state=0, progress=False).fit(corpus)
 if family != "corpus":
     out.update(fit_s=time.perf_counter() - t0, fit_peak=peak(),
                iteration_s=[float(h.get("seconds", float("nan"))) for h in getattr(m, "history_", [])])

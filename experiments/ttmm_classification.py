@@ -12,7 +12,7 @@ Protocol of the paper (after Blei et al.'s LDA experiment):
    categories at once (multi-class, one-vs-rest SVMs).
 
 Representations: bag-of-words (term counts), TTMM P(t|d) of eq. 18 (K dims; the paper's feature),
-TTMM expected topic shares of the tokens (K dims; see ``topicjax.ttmm.token_topic_shares``) and
+TTMM expected topic shares of the tokens (K dims; see ``TTMM.topic_shares``) and
 TTMM theme posteriors P(h|d) (eq. 6; J dims).  Every representation is L2-normalised per document
 and classified with ``LinearSVC(C=1)`` (no tuning: as few labels as p=0.01 leave nothing to tune on).
 
@@ -45,7 +45,9 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 import jax  # noqa: E402
 
 from topicjax.data.corpus import Corpus  # noqa: E402
-from topicjax.ttmm import TTMM, em_init, em_step, prepare, sample_corpus, synthetic_params  # noqa: E402
+from topicjax.ttmm import TTMM, sample_corpus, synthetic_params  # noqa: E402
+from topicjax.ttmm.em import em_init, em_step  # noqa: E402
+from topicjax.ttmm.sweeps import theme_layout  # noqa: E402
 
 
 # ---------------------------------------------------------------------- corpora
@@ -150,7 +152,7 @@ def markdown_table(result: dict, dims: dict, proportions, baseline: float) -> st
 
 def time_em_iteration(corpus: Corpus, n_themes: int, n_topics: int, n_iter: int) -> tuple[float, list[float]]:
     """Median wall time of one EM iteration (after a first, compiling, iteration)."""
-    data = prepare(corpus, n_themes)
+    data = theme_layout(corpus, n_themes)
     state = em_init(jax.random.key(0), n_themes, n_topics, corpus.n_words, corpus.n_docs)
     state = em_step(state, data)
     jax.block_until_ready(state)

@@ -8,7 +8,7 @@ EM iterations from one seed.  Two validation objectives (lower is better):
 
 * ``perplexity``: the log-perplexity of the validation documents' held-out halves;
 * ``perplexity+coherence``: that plus ``--coherence-weight`` times minus the smooth coherence
-  (:func:`topicjax.tune.coherence`, expected NPMI of the sharpened topics; NPMI counted in the
+  (:func:`topicjax.tune.coherence_loss`, expected NPMI of the sharpened topics; NPMI counted in the
   training documents for validation, in the test documents for the test value).
 
 Three searchers over the same box of coefficients (log scale):
@@ -141,13 +141,13 @@ def box(train, T):
 
 
 def objectives(kind, train, valid, test, weight):
-    from topicjax.tune import coherence, heldout_perplexity
+    from topicjax.tune import coherence_loss, heldout_perplexity_loss
 
-    val = heldout_perplexity(*valid.completion_split(seed=1))
-    tst = heldout_perplexity(*test.completion_split(seed=2))
+    val = heldout_perplexity_loss(*valid.completion_split(seed=1))
+    tst = heldout_perplexity_loss(*test.completion_split(seed=2))
     if kind == "perplexity+coherence":
-        val = val + weight * coherence(train)
-        tst = tst + weight * coherence(test)
+        val = val + weight * coherence_loss(train)
+        tst = tst + weight * coherence_loss(test)
     return val, tst
 
 

@@ -14,8 +14,8 @@ FAMILIES = {
     "ARTM": lambda **kw: tj.ARTM(5, **{"max_iter": 8, "progress": False, "regularizers": [(R.decorrelate(), 1.0)],
                                        **kw}),
     "PTM": lambda **kw: tj.PTM(5, **{"max_iter": 4, "progress": False, **kw}),
-    "TTMM": lambda **kw: tj.TTMM(3, 5, **{"max_iter": 8, "progress": False, **kw}),
-    "LIDA": lambda **kw: tj.LIDA("lda", 5, **{"max_iter": 6, "progress": False, **kw}),
+    "TTMM": lambda **kw: tj.TTMM(5, n_themes=3, **{"max_iter": 8, "progress": False, **kw}),
+    "LIDA": lambda **kw: tj.LIDA(5, variant="lda", **{"max_iter": 6, "progress": False, **kw}),
 }
 NAMES = list(FAMILIES)
 

@@ -38,11 +38,11 @@ K = int(sys.argv[3])
 if family == "plsa":
     tj.PLSA(K, max_iter=2, random_state=0, progress=False).fit(corpus)
 elif family == "ttmm":
-    tj.TTMM(4, K, max_iter=2, random_state=0, progress=False).fit(corpus)
+    tj.TTMM(K, n_themes=4, max_iter=2, random_state=0, progress=False).fit(corpus)
 elif family == "ptm":
     tj.PTM(K, max_iter=1, random_state=0, progress=False).fit(corpus)
 elif family == "lda":
-    tj.LIDA("lda", K, max_iter=2, eval_every=1, random_state=0, progress=False).fit(corpus)
+    tj.LIDA(K, variant="lda", max_iter=2, eval_every=1, random_state=0, progress=False).fit(corpus)
 print(json.dumps({"peak": kb("VmHWM"), "nnz": corpus.nnz, "tokens": corpus.n_tokens}))
 """
 

@@ -56,8 +56,9 @@ def test_transform_applies_its_theta_term(corpus, reference):
 
 def test_online_fit_of_one_batch_is_the_offline_fit(corpus, tmp_path):
     store = online.write_store([corpus], tmp_path / "store", batch_size=corpus.n_docs)
-    phi, hist = online.fit_online(store, T, passes=N_ITER, kappa=0.0, doc_passes=3, regularizers=[reg],
-                                  random_state=0, progress=False)
+    model = online.fit_online(store, T, passes=N_ITER, learning_decay=0.0, doc_passes=3, regularizers=[reg],
+                              random_state=0, progress=False)
+    phi, hist = model.phi_, model.history_
     ref = tj.ARTM(T, regularizers=[reg], doc_passes=3, **KW).fit(corpus)
     np.testing.assert_allclose(phi, ref.phi_, rtol=1e-5, atol=1e-6)
     assert [h["objective"] for h in hist] == pytest.approx([h["objective"] for h in ref.history_], rel=1e-6)
@@ -86,5 +87,6 @@ def test_the_calls_that_failed_before(corpus, tmp_path):
     state = em.make_step(decor)(state, layout.prepare(corpus), None)
     assert float(state.reg) != 0.0
     store = online.write_store([corpus], tmp_path / "s", batch_size=35)
-    phi, _ = online.fit_online(store, 5, regularizers=regularizers.smooth_phi(), progress=False)
+    model = online.fit_online(store, 5, regularizers=regularizers.smooth_phi(), progress=False)
+    phi = model.phi_
     assert np.all(phi > 0)  # smoothing reached the online M-step

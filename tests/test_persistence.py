@@ -22,7 +22,7 @@ MODELS = {
     "PLSA": lambda: tj.PLSA(4, max_iter=4, progress=False),
     "ARTM": lambda: tj.ARTM(4, max_iter=4, progress=False, regularizers=[(R.smooth_phi(), 0.1)]),
     "PTM": lambda: tj.PTM(4, max_iter=2, progress=False),
-    "TTMM": lambda: tj.TTMM(2, 4, max_iter=4, progress=False),
+    "TTMM": lambda: tj.TTMM(4, n_themes=2, max_iter=4, progress=False),
 }
 MAIN_ARRAY = {"PLSA": "phi_", "ARTM": "phi_", "PTM": "beta_", "TTMM": "beta_"}
 

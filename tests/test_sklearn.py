@@ -37,8 +37,8 @@ FAMILIES = {
     "ARTM": lambda **kw: tj.ARTM(5, **{"max_iter": 15, "progress": False, "regularizers": [(R.decorrelate(), 10.0)],
                                        **kw}),
     "PTM": lambda **kw: tj.PTM(5, **{"max_iter": 5, "progress": False, **kw}),
-    "TTMM": lambda **kw: tj.TTMM(2, 5, **{"max_iter": 15, "progress": False, **kw}),
-    "LIDA": lambda **kw: tj.LIDA("lda", 5, **{"max_iter": 20, "progress": False, **kw}),
+    "TTMM": lambda **kw: tj.TTMM(5, n_themes=2, **{"max_iter": 15, "progress": False, **kw}),
+    "LIDA": lambda **kw: tj.LIDA(5, variant="lda", **{"max_iter": 20, "progress": False, **kw}),
 }
 NAMES = list(FAMILIES)
 
@@ -171,8 +171,9 @@ def batches(corpus, size):
 def test_partial_fit_is_the_online_algorithm(bars, tmp_path, regularizers):
     corpus, _ = bars
     store = online.write_store([corpus], tmp_path / "store", batch_size=40)
-    phi, history = online.fit_online(store, 6, passes=1, doc_passes=5, regularizers=regularizers, random_state=2,
-                                     progress=False)
+    fitted = online.fit_online(store, 6, passes=1, doc_passes=5, regularizers=regularizers, random_state=2,
+                               progress=False)
+    phi, history = fitted.phi_, fitted.history_
     model = tj.ARTM(6, regularizers=regularizers, doc_passes=5, random_state=2, progress=False, scores=())
     for b in batches(corpus, 40):
         assert model.partial_fit(b) is model
@@ -379,8 +380,8 @@ CHECKED = {
     "ARTM": tj.ARTM(3, max_iter=3, regularizers=[(R.decorrelate(), 1.0)], learning_offset=1.0, progress=False,
                     scores=()),
     "PTM": tj.PTM(2, max_iter=2, progress=False),
-    "TTMM": tj.TTMM(2, 3, max_iter=3, progress=False),
-    "LIDA": tj.LIDA("lda", 3, max_iter=4, progress=False),
+    "TTMM": tj.TTMM(3, n_themes=2, max_iter=3, progress=False),
+    "LIDA": tj.LIDA(3, variant="lda", max_iter=4, progress=False),
 }
 
 

@@ -16,8 +16,8 @@ FAMILIES = {
     "PLSA": lambda: tj.PLSA(4, max_iter=6, progress=False),
     "ARTM": lambda: tj.ARTM(4, max_iter=6, progress=False, regularizers=[(tj.regularizers.sparse_theta(), 0.1)]),
     "PTM": lambda: tj.PTM(4, max_iter=3, progress=False),
-    "TTMM": lambda: tj.TTMM(2, 4, max_iter=6, progress=False),
-    "LIDA": lambda: tj.LIDA("lda", 4, max_iter=4, progress=False),
+    "TTMM": lambda: tj.TTMM(4, n_themes=2, max_iter=6, progress=False),
+    "LIDA": lambda: tj.LIDA(4, variant="lda", max_iter=4, progress=False),
 }
 
 

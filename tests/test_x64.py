@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent(
     from topicjax import regularizers as R
     from topicjax.regularizers.schedules import Step, Table
     from topicjax.scale import online
-    from topicjax.tune import heldout_perplexity, tune
+    from topicjax.tune import heldout_perplexity_loss, tune
 
     # JAX's dtype warnings (an int64 scatter into int32 counts: an error in later JAX releases)
     warnings.filterwarnings("error", category=FutureWarning, module=r"jax\\.")
@@ -84,22 +84,22 @@ SCRIPT = textwrap.dedent(
     keep("ptm", transform=sel.models[4].transform(test))
 
     for solver in ("em", "sgd"):
-        m = tj.TTMM(3, 5, solver=solver, max_iter=6, **kw).fit(train)
+        m = tj.TTMM(5, n_themes=3, solver=solver, max_iter=6, **kw).fit(train)
         keep(f"ttmm_{solver}", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
 
     for variant, mode, mh in (("lda", "exact", 0), ("sstm", "stale", 2), ("lda", "parallel", 2)):
-        m = tj.LIDA(variant, 8, max_iter=6, mode=mode, mh_steps=mh, **kw).fit(train)
+        m = tj.LIDA(8, variant=variant, max_iter=6, sampler=mode, mh_steps=mh, **kw).fit(train)
         keep(f"lida_{variant}_{mode}", z=m.state_.z, phi=m.phi_, theta=m.theta_, transform=m.transform(test),
              hyper=[m.hyper_[h] for h in sorted(m.hyper_)], objective=objective(m))
 
     m = tj.ARTM(5, **kw)
     m.partial_fit(train.subset(np.arange(24)))
     m.partial_fit(train.subset(np.arange(24, train.n_docs)))
-    phi, _ = online.fit_online(online.write_store([train], folder + "/store", batch_size=16), 5, passes=2, **kw)
-    keep("online", partial_fit=m.phi_, fit_online=phi)
+    fitted = online.fit_online(online.write_store([train], folder + "/store", batch_size=16), 5, passes=2, **kw)
+    keep("online", partial_fit=m.phi_, fit_online=fitted.phi_)
 
     model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=6, scores=(), **kw)
-    res = tune(model, train, heldout_perplexity(*test.completion_split(seed=0)),
+    res = tune(model, train, heldout_perplexity_loss(*test.completion_split(seed=0)),
                {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 1.0)}, n_steps=2, progress=False)
     keep("tune", phi=res.model.phi_, objective=[h["objective"] for h in res.history])
 

@@ -7,13 +7,16 @@ family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set 
 Sub-packages: :mod:`topicjax.data` (corpus, readers, datasets), :mod:`topicjax.core` (layouts,
 E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
 (:mod:`topicjax.artm`, :mod:`topicjax.ptm`, :mod:`topicjax.ttmm`, :mod:`topicjax.lida`),
-:mod:`topicjax.evaluation` (metrics, scores), :mod:`topicjax.scale` (online, distributed) and
-:mod:`topicjax.tune` (hypergradients of validation objectives, coefficients tuned by gradient).
+:mod:`topicjax.evaluation` (metrics, scores), :mod:`topicjax.scale` (online, distributed),
+:mod:`topicjax.tune` (hypergradients of validation objectives, coefficients tuned by gradient),
+:mod:`topicjax.persistence` (saving and loading any model), and, imported on demand,
+:mod:`topicjax.interop` (gensim, pyLDAvis, OCTIS) and :mod:`topicjax.cli` (the command line).
+Each package's ``__all__`` is its public surface; everything else is internal.
 ``tj.datasets`` and ``tj.metrics`` are short names for ``tj.data.datasets`` and
 ``tj.evaluation.metrics``.
 """
 
-from topicjax import core, data, evaluation, persistence, regularizers, scale, tune
+from topicjax import artm, core, data, evaluation, lida, persistence, ptm, regularizers, scale, ttmm, tune
 from topicjax.artm import ARTM, PLSA
 from topicjax.core.errors import NumericalError
 from topicjax.data import Corpus, CorpusError, datasets
@@ -24,5 +27,7 @@ from topicjax.ttmm import TTMM
 
 __version__ = "0.1.0"
 
-__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "core", "data", "datasets",
-           "evaluation", "metrics", "regularizers", "scale", "tune"]
+# the public surface of every package is listed in docs/public_api.md (checked by
+# tests/test_public_api.py)
+__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "artm", "core", "data",
+           "datasets", "evaluation", "lida", "metrics", "persistence", "ptm", "regularizers", "scale", "ttmm", "tune"]

@@ -24,8 +24,15 @@ keeps one contract, checked for all five families by ``tests/test_estimator_cont
   distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error; a
   matrix ``X`` has no vocabulary (its columns are the model's words in ``vocab_`` order; only
   the width is checked);
-* ``fit_many(X, seeds=..., n_topics=..., params=...)``: many fits in one call, each equal to its
-  separate fit (a compiled batch for the EM families, sequential or threaded fits otherwise);
+* one constructor shape, ``Estimator(n_components, *, ...)``: the number of topics is the only
+  positional parameter, every other one is keyword-only (a call in an older positional order,
+  ``TTMM(themes, topics)`` or ``LIDA("ftm", topics)``, is a ``TypeError`` that names the keyword);
+* one validation hook, :meth:`TopicModelBase._validate_params`: the validators of every parameter,
+  then the family's checks between parameters (a family overrides it and calls ``super()``);
+* one ``fit_many(X, y=None, *, seeds, n_topics, params, mode, vmap_size, workers)`` (ARTM adds
+  ``taus``, PTM ``n_restarts``): many fits in one call, each equal to its separate fit (a compiled
+  batch where the family has one, sequential or threaded fits on the host otherwise; asking a
+  host batch for ``mode="vmap"`` or ``"devices"`` warns, :class:`FitManyFallbackWarning`);
 * numerical failures raise :class:`~topicjax.core.errors.NumericalError`.
 
 Fitted matrices follow the papers (``phi_`` W x T, ``theta_`` T x D); the scikit-learn side uses
@@ -59,26 +66,21 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 
-from topicjax.core import numerics
+from topicjax.core import checkpoint as ck, numerics
+from topicjax.core.driver import MODES
 from topicjax.core.random import check_random_state, fresh_seed
-from topicjax.core.validation import check_int, check_number, int_sequence, integer, number
-from topicjax.data.corpus import Corpus
-from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, save_folder
+from topicjax.core.sharding import host_array
+from topicjax.core.validation import check_int, check_number, int_sequence, integer, number, one_of
+from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.evaluation import metrics
+from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, register_model, save_folder
 
-__all__ = ["TopicModelBase", "as_corpus", "int_sequence", "check_int", "check_number", "host_array",
-           "SCORE_SEED", "completion_corpus", "is_placeholder_vocab", "refuse_documents"]
+__all__ = ["TopicModelBase", "FitManyFallbackWarning", "as_corpus", "int_sequence", "check_int", "check_number",
+           "host_array", "SCORE_SEED", "completion_corpus", "is_placeholder_vocab", "refuse_documents"]
 
 #: seed of the split of :meth:`TopicModelBase.score`: fixed, so that every model (every candidate
 #: of a grid search, whatever its ``random_state``) is scored on the same halves of the documents
 SCORE_SEED = 0
-
-
-def host_array(x) -> np.ndarray:
-    """A device array as numpy, also a replicated array that spans the devices of other processes
-    (a multi-process fit: every process holds the same values)."""
-    if getattr(x, "is_fully_addressable", True):
-        return np.asarray(x)
-    return np.asarray(x.addressable_shards[0].data)
 
 
 def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> Corpus:
@@ -158,6 +160,12 @@ def completion_corpus(corpus: Corpus, phi) -> Corpus:
     return kept if long.size == kept.n_docs else kept.subset(long)
 
 
+class FitManyFallbackWarning(UserWarning):
+    """``fit_many`` was asked for a compiled batch (``mode="vmap"`` or ``"devices"``) that these
+    fits cannot form, and runs them one after the other on the host instead (as numpyro warns
+    when its chains fall back to sequential sampling)."""
+
+
 #: the contract's parameters: name -> validator(value, name)
 _COMMON = {
     "n_components": integer(1),
@@ -178,12 +186,35 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        register_model(cls)  # topicjax.persistence.load reopens it by name
         for name in FULL_PRECISION_METHODS:
             fn = cls.__dict__.get(name)
             if callable(fn) and not getattr(fn, "_full_precision", False):
                 wrapped = numerics.full_precision(fn)
                 wrapped._full_precision = True
                 setattr(cls, name, wrapped)
+
+    #: a keyword-only parameter that an older version took as the first positional argument, before
+    #: ``n_components`` (TTMM's ``n_themes``, LIDA's ``variant``): named by the error of such a call
+    _formerly_first: str | None = None
+
+    def __new__(cls, *args, **kwargs):
+        # scikit-learn reads the parameters from ``__init__``'s signature and refuses ``*args``
+        # there, so the positional arguments of an older calling convention are caught here,
+        # where Python would otherwise say only "takes 2 positional arguments but 3 were given"
+        # (or, for LIDA("ftm"), take the variant for the number of topics)
+        old = cls._formerly_first
+        if len(args) > 1 or (old is not None and args and isinstance(args[0], str)):
+            name = cls.__name__
+            if old is not None and (len(args) == 2 or isinstance(args[0], str)):
+                given = ", ".join(map(repr, args))
+                fix = (f"{name}({args[1]!r}, {old}={args[0]!r})" if len(args) == 2 else f"{name}({old}={args[0]!r})")
+                raise TypeError(f"{name}({given}): n_components (the number of topics) is the only positional "
+                                f"argument and {old} is keyword-only; write {fix}")
+            raise TypeError(f"{name} takes one positional argument, n_components (the number of topics), and "
+                            f"{len(args)} were given; pass the others by keyword, e.g. {name}({args[0]!r}, "
+                            "max_iter=50)")
+        return super().__new__(cls)
 
     _saved_arrays: tuple[str, ...] = ()
     _saved_meta: tuple[str, ...] = ()
@@ -200,8 +231,10 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- parameters
     def _validate_params(self) -> None:
-        """Check every constructor parameter with its validator (the common ones of this module and
-        the family's ``_constraints``): ``ValueError("<name> must be ..., got <value>")``."""
+        """The one validation hook, run when ``fit``, ``fit_many``, ``partial_fit`` and ``load``
+        start: every constructor parameter through its validator (the common ones of this module
+        and the family's ``_constraints``): ``ValueError("<name> must be ..., got <value>")``.
+        Families with constraints between parameters override it, calling ``super()`` first."""
         params = self.get_params(deep=False)
         for name, check in {**_COMMON, **self._constraints}.items():
             if name in params:
@@ -227,8 +260,6 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
 
     def _open_checkpoint(self, checkpoint, checkpoint_every, corpus, **extra):
         """The :class:`~topicjax.core.checkpoint.Checkpoint` of this fit (``None`` without one)."""
-        from topicjax.core import checkpoint as ck
-
         if checkpoint is None:
             ck.open_checkpoint(None, checkpoint_every, {})
             return None
@@ -322,9 +353,6 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         model's vocabulary, their rows in ``X`` (``None`` when every document has tokens) and the
         number of rows of ``X``.  Documents without tokens are an error (``empty_docs="error"``)
         or set aside (``"keep"``, ``"drop"``: see :meth:`_place_rows`)."""
-        from topicjax.core.validation import one_of
-        from topicjax.data.corpus import CorpusError
-
         self._check_fitted()
         one_of("keep", "drop", "error")(empty_docs, "empty_docs")
         W = len(self.vocab_)
@@ -438,8 +466,6 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         inferred on ``observed`` by :meth:`transform` (Φ fixed), then ARTM eq. 4 on ``heldout``,
         ``Σ n'_dw ln Σ_t φ_wt θ_td``.  Families whose predictive is not a point estimate of Θ
         override it (TTMM: the exact conditional of its theme mixture)."""
-        from topicjax.evaluation import metrics
-
         theta = np.asarray(self.transform(observed), np.float64).T
         return metrics.log_likelihood(self.phi_, theta, heldout)
 
@@ -498,14 +524,27 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
     def _clone_with(self, **params):
         return clone(self).set_params(**params)
 
-    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, workers=None) -> list:
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
+                 workers=None) -> list:
         """Fit many models: clones of this estimator with ``random_state=seeds[g]``,
         ``n_components=n_topics[g]`` and the parameters ``params = {name: [value per model]}``,
-        each equal to its separate :meth:`fit`.  This generic version runs the fits on the host,
-        ``mode="sequential"`` (default) or ``"threads"`` (``workers`` threads; JAX releases the
-        GIL while it computes); the EM families override it with one compiled batch."""
-        from topicjax.core.driver import MODES
+        each equal to its separate :meth:`fit`.
 
+        The signature is the same for every family (ARTM adds ``taus``, PTM ``n_restarts``):
+        ``mode`` is ``"sequential"``, ``"vmap"`` (``vmap_size`` models side by side),
+        ``"devices"`` or ``"threads"`` (``workers`` threads), as in
+        :func:`topicjax.core.driver.run_many`.  This generic version, used where a family has no
+        compiled batch for the settings given, runs the fits on the host, one after the other
+        (``mode=None`` or ``"sequential"``) or in ``workers`` threads (``"threads"``; JAX releases
+        the GIL while it computes); ``"vmap"`` and ``"devices"`` run them one after the other too,
+        with a :class:`FitManyFallbackWarning` saying why."""
+        return self._fit_many_on_host(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode,
+                                      vmap_size=vmap_size, workers=workers,
+                                      why=f"{type(self).__name__} has no compiled batch of fits")
+
+    def _fit_many_on_host(self, X, y, *, seeds, n_topics, params, mode, vmap_size, workers, why: str) -> list:
+        """The host batch of :meth:`fit_many`; ``why`` says, in the fallback warning, why these fits
+        cannot form a compiled batch."""
         settings = {}
         if seeds is not None:
             settings["random_state"] = int_sequence(seeds, "seeds", 0)
@@ -523,9 +562,13 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         G = next(iter(sizes.values()))
         if G == 0:
             raise ValueError("fit_many: no models")
-        mode = mode or "sequential"
-        if mode not in MODES:
+        if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if vmap_size is not None:
+            check_int(vmap_size, "vmap_size", 1)
+        if mode in ("vmap", "devices"):
+            warnings.warn(f"fit_many: {why}, so mode={mode!r} runs the {G} fits one after the other on the host; "
+                          "pass mode='sequential' or 'threads' to choose that", FitManyFallbackWarning, stacklevel=3)
         models = [self._clone_with(**{k: v[g] for k, v in settings.items()}) for g in range(G)]
         for m in models:
             m._validate_params()

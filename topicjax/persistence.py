@@ -38,12 +38,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from topicjax.core.plain import jsonable
+
 try:
     import fcntl
 except ImportError:  # not POSIX: saves are not locked and leftovers are not removed
     fcntl = None
 
-__all__ = ["save_folder", "load_folder", "load", "jsonable", "FORMAT_VERSION", "SavedModelError", "ArraySpec",
+__all__ = ["save_folder", "load_folder", "load", "register_model", "MODEL_CLASSES", "jsonable", "FORMAT_VERSION", "SavedModelError", "ArraySpec",
            "check_arrays", "check_meta", "check_save_target", "SaveRefusedError", "holds_model"]
 
 FORMAT_VERSION = 1
@@ -65,21 +67,6 @@ class SavedModelError(ValueError):
 class SaveRefusedError(ValueError):
     """A save refused before anything was written: its folder is ``.``, a file, a folder holding
     something other than a topicjax model, or one that another process is saving to."""
-
-
-def jsonable(x):
-    """``x`` with numpy/JAX arrays and scalars turned into lists and Python numbers (for JSON)."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if hasattr(x, "shape") and hasattr(x, "dtype"):  # jax arrays
-        return np.asarray(x).tolist()
-    return x
 
 
 # ----------------------------------------------------------------------------- what a save may overwrite
@@ -447,18 +434,29 @@ def load_folder(path) -> tuple[dict, dict]:
                           f"{meta.get('save_id')!r}); save the model again")
 
 
+#: The model classes :func:`load` reopens, by the name a save writes in ``"model"``: every public
+#: estimator class of the package, registered by :class:`topicjax.estimator.TopicModelBase` as each
+#: family's class is defined (importing ``topicjax.persistence`` imports the package, so every
+#: family is defined by then; this module, below the estimators, imports none of them).
+MODEL_CLASSES: dict[str, type] = {}
+
+
+def register_model(cls: type) -> type:
+    """Add a public estimator class of the package to :data:`MODEL_CLASSES` (classes defined
+    elsewhere, such as a test's subclass, or private ones are not reopened by :func:`load`)."""
+    if cls.__module__.startswith("topicjax.") and not cls.__name__.startswith("_"):
+        MODEL_CLASSES[cls.__name__] = cls
+    return cls
+
+
 def load(path):
     """Load any saved topicjax model, choosing the class from its metadata (``"model"``)."""
-    import topicjax
-    from topicjax.estimator import TopicModelBase
-
     _, meta = load_folder(path)
     name = meta.get("model")
-    cls = getattr(topicjax, name, None) if isinstance(name, str) else None
-    if not (isinstance(cls, type) and issubclass(cls, TopicModelBase)):
-        known = sorted(n for n in topicjax.__all__
-                       if isinstance(getattr(topicjax, n), type) and issubclass(getattr(topicjax, n), TopicModelBase))
-        raise SavedModelError(f"{path}: meta.json field 'model' is {name!r}, not a topicjax model ({', '.join(known)})")
+    cls = MODEL_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise SavedModelError(f"{path}: meta.json field 'model' is {name!r}, not a topicjax model "
+                              f"({', '.join(sorted(MODEL_CLASSES))})")
     return cls.load(path)
 
 

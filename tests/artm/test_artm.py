@@ -9,7 +9,8 @@ import pytest
 import topicjax as tj
 from topicjax.core import em
 from topicjax import regularizers as R
-from topicjax.artm import ARTM, Step, paper_trajectory
+from topicjax.artm import ARTM, paper_trajectory
+from topicjax.regularizers import Step
 from topicjax.artm.plsa import PLSA
 from topicjax.core.random import as_key
 
@@ -194,7 +195,7 @@ def test_fit_grid_equals_separate_fits():
     regs = [(R.sparse_theta(), 0.0), (R.decorrelate(), 0.0)]
     grid = np.stack(np.meshgrid(np.linspace(0, 0.6, 5), [0.0, 5.0, 20.0, 60.0]), -1).reshape(-1, 2)
     base = ARTM(6, regularizers=regs, max_iter=8, progress=False, scores=(), random_state=0)
-    models = base.fit_grid(corpus, grid, batch_size=20)  # all 20 in one vmap
+    models = base.fit_grid(corpus, taus=grid, vmap_size=20)  # all 20 in one vmap
     assert len(models) == 20
     for g in range(20):
         single = ARTM(6, regularizers=[(regs[0][0], grid[g, 0]), (regs[1][0], grid[g, 1])], max_iter=8,
@@ -347,7 +348,7 @@ def test_fit_many_seeds_and_numbers_of_topics_equal_separate_fits():
     for remove in ("remove", "keep"):
         base = ARTM(6, regularizers=regs, max_iter=6, progress=False, scores=("perplexity",),
                     overregularized=remove)
-        models = base.fit_many(corpus, seeds=seeds, n_topics=tops, batch_size=2)
+        models = base.fit_many(corpus, seeds=seeds, n_topics=tops, vmap_size=2)
         for g, (seed, T) in enumerate(zip(seeds, tops)):
             single = ARTM(T, regularizers=regs, max_iter=6, progress=False, scores=("perplexity",),
                           random_state=seed, overregularized=remove).fit(corpus)

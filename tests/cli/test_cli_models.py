@@ -65,7 +65,7 @@ def test_family_options_reach_the_estimators(fitted):
     ttmm = load(fitted("ttmm")[0])
     assert (ttmm.n_themes, ttmm.solver, ttmm.batch_size, ttmm.n_components) == (2, "sgd", 8, 3)
     lida = load(fitted("lida")[0])
-    assert (lida.variant, lida.mode) == ("lda", "exact")
+    assert (lida.variant, lida.sampler) == ("lda", "exact")
 
 
 def test_regularizer_specs():

@@ -43,11 +43,11 @@ SETUP = textwrap.dedent("""
                                      ).fit(corpus, **kw),
         "PTM": lambda **kw: tj.PTM(4, max_iter=10, tol=0, progress=False).fit(corpus, **kw),
         "select_order": lambda **kw: select_order(corpus, 5, 3, max_iter=6, tol=0, progress=False, **kw),
-        "TTMM-EM": lambda **kw: tj.TTMM(2, 4, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
-        "TTMM-SGD": lambda **kw: tj.TTMM(2, 4, solver="sgd", batch_size=8, max_iter=14, tol=0,
+        "TTMM-EM": lambda **kw: tj.TTMM(4, n_themes=2, max_iter=14, tol=0, progress=False).fit(corpus, **kw),
+        "TTMM-SGD": lambda **kw: tj.TTMM(4, n_themes=2, solver="sgd", batch_size=8, max_iter=14, tol=0,
                                          progress=False).fit(corpus, **kw),
         # K_max 4 with IBP births: the chain grows its slots, so a checkpoint may hold a larger state
-        "LIDA": lambda **kw: tj.LIDA("lida", 4, max_iter=14, burn_in=6, hyper_start=2, eval_every=5,
+        "LIDA": lambda **kw: tj.LIDA(4, variant="lida", max_iter=14, burn_in=6, hyper_start=2, eval_every=5,
                                      progress=False).fit(corpus, **kw),
     }
 """)
@@ -133,14 +133,20 @@ def kill_when(folder: Path, family: str, ready, timeout: float = 240.0) -> subpr
 def restores(monkeypatch):
     """The ``done`` and ``finished`` of every checkpoint a run resumed from."""
     seen = []
-    real = ck.RunCheckpoint.restore
+    real, real_host = ck.RunCheckpoint.restore, ck.RunCheckpoint.restore_host
 
     def spy(self, state, prev):
         out = real(self, state, prev)
         seen.append((self.path.stem, None if out is None else (out[3], out[5])))
         return out
 
+    def spy_host(self):  # a run of driver.run_host (LIDA's chains)
+        out = real_host(self)
+        seen.append((self.path.stem, None if out is None else (out[1], out[3])))
+        return out
+
     monkeypatch.setattr(ck.RunCheckpoint, "restore", spy)
+    monkeypatch.setattr(ck.RunCheckpoint, "restore_host", spy_host)
     return seen
 
 
@@ -220,7 +226,7 @@ def test_convergence_is_resumed_too(corpus, tmp_path, monkeypatch):
     """The stopping rule's last measure is part of the checkpoint: a run that converges after the
     resume stops at the same iteration."""
     def make(**kw):
-        return tj.TTMM(2, 4, max_iter=200, tol=1e-4, progress=False).fit(corpus, **kw)
+        return tj.TTMM(4, n_themes=2, max_iter=200, tol=1e-4, progress=False).fit(corpus, **kw)
 
     reference = make()
     assert 2 < reference.n_iter_ < 200
@@ -256,7 +262,7 @@ def test_checkpoint_settings_are_validated(corpus, tmp_path):
     with pytest.raises(ValueError, match=r"^checkpoint_every must be an integer >= 1, got 0"):
         tj.PLSA(4, max_iter=3, progress=False).fit(corpus, checkpoint=tmp_path, checkpoint_every=0)
     with pytest.raises(ValueError, match=r"^checkpoint_every must be an integer >= 1, got 2.5"):
-        tj.TTMM(2, 4, max_iter=3, progress=False).fit(corpus, checkpoint_every=2.5)
+        tj.TTMM(4, n_themes=2, max_iter=3, progress=False).fit(corpus, checkpoint_every=2.5)
     with pytest.raises(ValueError, match=r"^checkpoint must be a folder path \(str or os.PathLike\), got 3"):
         tj.PTM(4, max_iter=3, progress=False).fit(corpus, checkpoint=3)
     (tmp_path / "file").write_text("x")

@@ -114,7 +114,7 @@ def em_problem():
 def test_run_equals_a_python_loop_of_steps(em_problem):
     corpus, data, reg, states = em_problem
     s0 = jax.tree.map(lambda a: a[0], states)
-    state, hist = driver.run(em.ALGORITHM, em.EMStatic(), s0, (data, reg, None), max_iter=7, progress=False)
+    state, hist = driver.run(em.ARTM_EM, em.EMStatic(), s0, (data, reg, None), max_iter=7, progress=False)
     step = jax.jit(em.step)
     s = s0
     lls = []
@@ -123,7 +123,7 @@ def test_run_equals_a_python_loop_of_steps(em_problem):
         lls.append(float(s.loglik))
     np.testing.assert_allclose(np.asarray(state.phi), np.asarray(s.phi), rtol=1e-6, atol=1e-8)
     assert [h["objective"] for h in hist] == pytest.approx(lls, rel=1e-7)
-    fixed, recs, n, status = driver.run_fixed(em.ALGORITHM, em.EMStatic(), s0, (data, reg, None), max_iter=7)
+    fixed, recs, n, status = driver.run_fixed(em.ARTM_EM, em.EMStatic(), s0, (data, reg, None), max_iter=7)
     np.testing.assert_allclose(np.asarray(fixed.phi), np.asarray(s.phi), rtol=1e-6, atol=1e-8)
     assert int(n) == 7 and int(status) == driver.RUNNING
 
@@ -134,11 +134,11 @@ def test_run_many_equals_each_fit_alone(em_problem, mode):
     devices (one in the suite; 4 in tests/test_gpu_paths.py's multi-device run, where a copy of
     the last model fills the fourth device and is dropped)."""
     corpus, data, reg, states = em_problem
-    out, recs, n, status = driver.run_many(em.ALGORITHM, em.EMStatic(), states, (data, reg, None),
+    out, recs, n, status = driver.run_many(em.ARTM_EM, em.EMStatic(), states, (data, reg, None),
                                            batched=(False, False, False), max_iter=6, tol=1e-4, mode=mode,
-                                           batch_size=2 if mode == "vmap" else None, workers=2)
+                                           vmap_size=2 if mode == "vmap" else None, workers=2)
     for g in range(3):
-        alone = driver.run_fixed(em.ALGORITHM, em.EMStatic(), jax.tree.map(lambda a: a[g], states),
+        alone = driver.run_fixed(em.ARTM_EM, em.EMStatic(), jax.tree.map(lambda a: a[g], states),
                                  (data, reg, None), max_iter=6, tol=1e-4)
         np.testing.assert_allclose(np.asarray(out.phi[g]), np.asarray(alone[0].phi), rtol=1e-5, atol=1e-7)
         assert int(n[g]) == int(alone[2])
@@ -147,10 +147,10 @@ def test_run_many_equals_each_fit_alone(em_problem, mode):
 def test_run_many_rejects_bad_settings(em_problem):
     corpus, data, reg, states = em_problem
     with pytest.raises(ValueError, match="mode must be one of"):
-        driver.run_many(em.ALGORITHM, em.EMStatic(), states, (data, reg, None), batched=(False,) * 3, max_iter=2,
+        driver.run_many(em.ARTM_EM, em.EMStatic(), states, (data, reg, None), batched=(False,) * 3, max_iter=2,
                         mode="gpu")
     with pytest.raises(ValueError, match="2 flags for 3 arguments"):
-        driver.run_many(em.ALGORITHM, em.EMStatic(), states, (data, reg, None), batched=(False, False), max_iter=2)
-    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
-        driver.run_many(em.ALGORITHM, em.EMStatic(), states, (data, reg, None), batched=(False,) * 3, max_iter=2,
-                        mode="vmap", batch_size=0)
+        driver.run_many(em.ARTM_EM, em.EMStatic(), states, (data, reg, None), batched=(False, False), max_iter=2)
+    with pytest.raises(ValueError, match="vmap_size must be an integer >= 1"):
+        driver.run_many(em.ARTM_EM, em.EMStatic(), states, (data, reg, None), batched=(False,) * 3, max_iter=2,
+                        mode="vmap", vmap_size=0)

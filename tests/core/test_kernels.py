@@ -493,7 +493,7 @@ def test_fit_many_vmapped_equals_separate_fits():
 
     corpus, _ = datasets.make_bars(n_docs=200, seed=4)
     grid = tj.ARTM(n_components=6, max_iter=12, random_state=0, progress=False).fit_many(corpus, seeds=[0, 1, 2], mode="vmap",
-                                                                                       batch_size=3)
+                                                                                       vmap_size=3)
     for i, seed in enumerate([0, 1, 2]):
         one = tj.ARTM(n_components=6, max_iter=12, random_state=seed, progress=False).fit(corpus)
         close(grid[i].phi_, one.phi_, 1e-4)

@@ -29,7 +29,7 @@ def test_fits_trace_with_full_precision_and_leave_the_setting_alone(monkeypatch)
     before = jax.config.jax_default_matmul_precision
     reg, seen = seen_precision()
     tj.ARTM(4, regularizers=[reg], max_iter=2, progress=False, scores=()).fit(corpus)
-    tj.ARTM(4, regularizers=[(reg, 1.0)], max_iter=2, progress=False, scores=()).fit_many(corpus, np.ones((2, 1)))
+    tj.ARTM(4, regularizers=[(reg, 1.0)], max_iter=2, progress=False, scores=()).fit_many(corpus, taus=np.ones((2, 1)))
     assert seen and set(seen) == {numerics.MATMUL_PRECISION}
     assert jax.config.jax_default_matmul_precision == before
 
@@ -47,17 +47,18 @@ def test_ttmm_and_ptm_entry_points_use_full_precision(monkeypatch):
         return real_log(*a, **k)
 
     corpus, _ = tj.datasets.make_bars(n_docs=30, seed=1)
-    model = tj.TTMM(2, 3, max_iter=2, progress=False).fit(corpus)
+    model = tj.TTMM(3, n_themes=2, max_iter=2, progress=False).fit(corpus)
     monkeypatch.setattr(sweeps, "safe_log", lambda x: spy(jnp.maximum(x, sweeps.EPS)))
     jax.clear_caches()
-    data = sweeps.prepare(corpus)
+    data = sweeps.theme_layout(corpus)
     params = tj.ttmm.TTMMParams(*(jnp.asarray(a) for a in (model.pi_, model.tau_, model.beta_)))
     sweeps.theme_posterior(params, data, corpus.n_docs)
     assert seen and set(seen) == {numerics.MATMUL_PRECISION}
     seen.clear()
-    monkeypatch.setattr(gem, "m_step", lambda state, beta0: (spy(state.alpha), state.beta))
+    monkeypatch.setattr(gem, "m_step_alpha_beta", lambda state, beta0: (spy(state.alpha), state.beta))
     try:
-        gem.gem_step(gem.init_state(jax.random.key(0), tj.ptm.layout.prepare(corpus), 4), tj.ptm.layout.prepare(corpus))
+        data = tj.ptm.layout.ptm_data(corpus)
+        gem.gem_step(gem.init_state(jax.random.key(0), data, 4), data)
     except Exception:
         pass  # the spy's alpha is not a valid M-step; only the traced setting matters here
     assert seen and set(seen) == {numerics.MATMUL_PRECISION}

@@ -44,24 +44,24 @@ def test_make_bars_is_seeded():
     assert not datasets.make_bars(n_docs=30, doc_length=40, seed=4)[0].equals(c)
 
 
-def test_make_lda_corpus_draws_words_from_the_documents_topics():
+def test_sample_lda_corpus_draws_words_from_the_documents_topics():
     # With a tiny alpha each document uses one or two bars; every word it contains must lie on
     # a bar whose weight in the document is not negligible.
     phi = datasets.bars_topics(5)
-    c, theta = datasets.make_lda_corpus(phi, 30, doc_length=50, alpha=1e-2, seed=0)
+    c, theta = datasets.sample_lda_corpus(phi, 30, doc_length=50, alpha=1e-2, seed=0)
     for d, row in enumerate(c.to_dense()):
         support = phi[:, theta[:, d] > 1e-6].sum(1) > 0
         assert support[row > 0].all()
         assert support.sum() < 25  # the check is not vacuous
 
 
-def test_make_lda_corpus_lengths_and_theta():
+def test_sample_lda_corpus_lengths_and_theta():
     phi = datasets.bars_topics(3)
-    c, theta = datasets.make_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)
+    c, theta = datasets.sample_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)
     assert theta.shape == (6, 25)
     np.testing.assert_allclose(theta.sum(0), 1.0)
     assert c.doc_lengths.min() >= 5 and c.doc_lengths.max() <= 9
-    assert datasets.make_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)[0].equals(c)
+    assert datasets.sample_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)[0].equals(c)
 
 
 def test_bars_picture():

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from topicjax.data import corpus as corpus_module
+from topicjax.data import build as build_module
 from topicjax.data.corpus import INFERRED_SLACK, Corpus, CorpusError, CorpusWarning, first_missing, inferred_size_limit
 from topicjax.data.formats import read_ldac, read_uci, read_vocab, read_vw, write_vw
 from topicjax.scale import online as streaming
@@ -53,7 +53,7 @@ def test_from_lists_vocabulary_inferred_up_to_the_bound():
 
 
 def test_placeholder_vocabulary_limit(monkeypatch):
-    monkeypatch.setattr(corpus_module, "MAX_PLACEHOLDER_WORDS", 10)
+    monkeypatch.setattr(build_module, "MAX_PLACEHOLDER_WORDS", 10)  # where the vocabulary step reads it
     assert Corpus.from_entries([0], [9], [1], n_words=10).vocab[-1] == "w9"
     with pytest.raises(CorpusError, match="n_words=11 without a vocabulary: placeholder names are made for at most 10"):
         Corpus.from_entries([0], [9], [1], n_words=11)

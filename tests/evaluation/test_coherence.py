@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus
-from topicjax.evaluation.coherence import coherence, topic_word_ids
+from topicjax.evaluation.coherence import reference_coherence, topic_word_ids
 from topicjax.evaluation.reference_texts import ReferenceTexts
 from topicjax.evaluation.window_counts import window_counts
 
@@ -163,7 +163,7 @@ def test_measures_equal_brute_force_loops(counting):
     for measure in MEASURES:
         for window in ((None,) if measure == "u_mass" else (3, 7)):
             kw = {} if measure == "u_mass" else {"window": window}
-            got = coherence(topics, ref, measure=measure, counting=counting, **kw)
+            got = reference_coherence(topics, ref, measure=measure, counting=counting, **kw)
             wins = brute_windows(docs, window, counting)
             want = [brute_measure(t, wins, measure) for t in topics]
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-10, err_msg=f"{measure} window={window}")
@@ -175,13 +175,13 @@ def test_umass_is_a_mean_and_accepts_a_bag_of_words():
     corpus = Corpus.from_lists([[(ref.vocab.index(w), n) for w, n in sorted({w: t.count(w) for w in t}.items())]
                                 for t in texts], vocab=list(ref.vocab))
     topics = [["a", "b", "c"], ["b", "d", "x"]]
-    a = coherence(topics, ref, measure="u_mass")
-    b = coherence(topics, corpus, measure="u_mass")
+    a = reference_coherence(topics, ref, measure="u_mass")
+    b = reference_coherence(topics, corpus, measure="u_mass")
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-15)
     # topic 0: pairs (b|a), (c|a), (c|b): log((1/4)/(2/4)), log((1/4)/(2/4)), log((1/4)/(3/4)), mean
     assert a[0] == pytest.approx((2 * math.log(0.5 + 2e-12) + math.log(1 / 3 + 4e-12 / 3)) / 3, abs=1e-12)
     with pytest.raises(TypeError, match="without token order"):
-        coherence(topics, corpus, measure="c_v")
+        reference_coherence(topics, corpus, measure="c_v")
 
 
 # ------------------------------------------------------------------ batching
@@ -191,21 +191,21 @@ def test_models_and_topics_batched_equal_a_loop():
     ref = ReferenceTexts.from_ids([rng.integers(-1, 30, size=rng.integers(20, 200)) for _ in range(40)], vocab=vocab)
     phi = rng.dirichlet(np.full(30, 0.3), size=(3, 6)).transpose(0, 2, 1)  # (G, W, T)
     for measure in MEASURES:
-        grid = coherence(phi, ref, measure=measure, top_n=5)
+        grid = reference_coherence(phi, ref, measure=measure, top_n=5)
         assert grid.shape == (3, 6)
-        loop = np.stack([coherence(phi[g], ref, measure=measure, top_n=5) for g in range(3)])
+        loop = np.stack([reference_coherence(phi[g], ref, measure=measure, top_n=5) for g in range(3)])
         np.testing.assert_allclose(grid, loop, rtol=0, atol=1e-12)
-        one = np.array([coherence(phi[g][:, [t]], ref, measure=measure, top_n=5)[0]
+        one = np.array([reference_coherence(phi[g][:, [t]], ref, measure=measure, top_n=5)[0]
                         for g in range(3) for t in range(6)]).reshape(3, 6)
         np.testing.assert_allclose(grid, one, rtol=0, atol=1e-12)
-        small = coherence(phi, ref, measure=measure, top_n=5, max_union=7)  # many groups of topics
+        small = reference_coherence(phi, ref, measure=measure, top_n=5, max_union=7)  # many groups of topics
         np.testing.assert_allclose(small, grid, rtol=0, atol=1e-12)
-    ragged = coherence([phi[0], phi[1][:, :2]], ref, top_n=5)
+    ragged = reference_coherence([phi[0], phi[1][:, :2]], ref, top_n=5)
     assert [r.shape for r in ragged] == [(6,), (2,)]
-    np.testing.assert_allclose(ragged[1], coherence(phi[1], ref, top_n=5)[:2], rtol=0, atol=1e-12)
-    both = coherence(phi[0], ref, measure=["c_npmi", "c_uci", "c_v"], top_n=5)
+    np.testing.assert_allclose(ragged[1], reference_coherence(phi[1], ref, top_n=5)[:2], rtol=0, atol=1e-12)
+    both = reference_coherence(phi[0], ref, measure=["c_npmi", "c_uci", "c_v"], top_n=5)
     assert set(both) == {"c_npmi", "c_uci", "c_v"}
-    np.testing.assert_allclose(both["c_uci"], coherence(phi[0], ref, measure="c_uci", top_n=5), atol=1e-12)
+    np.testing.assert_allclose(both["c_uci"], reference_coherence(phi[0], ref, measure="c_uci", top_n=5), atol=1e-12)
 
 
 def test_topics_as_models_ids_and_other_vocabularies():
@@ -216,14 +216,14 @@ def test_topics_as_models_ids_and_other_vocabularies():
     ref = ReferenceTexts.from_token_lists([list("abcab"), list("cadb"), list("dd")])
     phi = np.array([[0.5, 0.0], [0.3, 0.1], [0.2, 0.2], [0.0, 0.7]])  # rows: d c b a (reversed order)
     model = Fitted(phi, ["d", "c", "b", "a"])
-    got = coherence(model, ref, measure="c_npmi", window=2, top_n=2)
-    want = coherence([["d", "c"], ["a", "b"]], ref, measure="c_npmi", window=2)
+    got = reference_coherence(model, ref, measure="c_npmi", window=2, top_n=2)
+    want = reference_coherence([["d", "c"], ["a", "b"]], ref, measure="c_npmi", window=2)
     np.testing.assert_allclose(got, want, atol=1e-15)
-    ids = coherence(np.array([[3, 2], [0, 1]]), ref, measure="c_npmi", window=2)  # ids into ref.vocab
+    ids = reference_coherence(np.array([[3, 2], [0, 1]]), ref, measure="c_npmi", window=2)  # ids into ref.vocab
     np.testing.assert_allclose(ids, want, atol=1e-15)
-    strings = coherence(np.array([["d", "c"], ["a", "b"]]), ref, measure="c_npmi", window=2)
+    strings = reference_coherence(np.array([["d", "c"], ["a", "b"]]), ref, measure="c_npmi", window=2)
     np.testing.assert_allclose(strings, want, atol=1e-15)
-    assert len(coherence([model, model], ref, measure="c_npmi", window=2, top_n=2)) == 2
+    assert len(reference_coherence([model, model], ref, measure="c_npmi", window=2, top_n=2)) == 2
     groups, shape = topic_word_ids(phi, ref.vocab, vocab=model.vocab_, top_n=2)
     assert shape == "flat" and groups[0][0].tolist() == [[3, 2], [0, 1]]
 
@@ -233,23 +233,23 @@ def test_removed_topic_scores_nan_and_missing_words_are_named():
     ref = ReferenceTexts.from_token_lists([list("abcab"), list("cab")], vocab=list("abcz"))
     phi = np.array([[0.5, 0.0, 0.4], [0.3, 0.0, 0.0], [0.2, 0.0, 0.0], [0.0, 0.0, 0.6]])
     with pytest.raises(ValueError, match="topic 2: top word 0 'z' has no window"):
-        coherence(phi, ref, top_n=2)
-    got = coherence(phi, ref, top_n=2, missing="nan")
+        reference_coherence(phi, ref, top_n=2)
+    got = reference_coherence(phi, ref, top_n=2, missing="nan")
     assert np.isfinite(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
     with pytest.raises(ValueError, match="'q'.*unknown|unknown"):
-        coherence([["a", "q"]], ref)
+        reference_coherence([["a", "q"]], ref)
     with pytest.raises(ValueError, match="unknown coherence measure"):
-        coherence([["a", "b"]], ref, measure="c_w2v")
+        reference_coherence([["a", "b"]], ref, measure="c_w2v")
     with pytest.raises(ValueError, match="topic 1 has 3 words"):
-        coherence([["a", "b"], ["a", "b", "c"]], ref)
+        reference_coherence([["a", "b"], ["a", "b", "c"]], ref)
     with pytest.raises(ValueError, match="repeats a word"):
-        coherence([["a", "a"]], ref)
+        reference_coherence([["a", "a"]], ref)
     with pytest.raises(ValueError, match="pass vocab="):
-        coherence(np.ones((3, 2)), ref)
+        reference_coherence(np.ones((3, 2)), ref)
     with pytest.raises(ValueError, match="u_mass counts documents"):
-        coherence([["a", "b"]], ref, measure="u_mass", window=5)
+        reference_coherence([["a", "b"]], ref, measure="u_mass", window=5)
     with pytest.raises(ValueError, match="counting must be"):
-        coherence([["a", "b"]], ref, counting="palmetto")
+        reference_coherence([["a", "b"]], ref, counting="palmetto")
 
 
 # ------------------------------------------------------------------ gensim parity
@@ -339,20 +339,20 @@ def test_equal_to_gensim_on_lee_background(lee_texts):
     vocab = sorted({w for w, n in freq.items() if n >= 3} | {w for t in TOPICS for w in t})
     ref = ReferenceTexts.from_token_lists(lee_texts, vocab=vocab)
     assert ref.n_gaps > 0 and ref.n_docs == 300
-    got = coherence(TOPICS, ref, measure=MEASURES)
+    got = reference_coherence(TOPICS, ref, measure=MEASURES)
     for m in MEASURES:
         np.testing.assert_allclose(got[m], GENSIM_LEE[m], rtol=0, atol=1e-6, err_msg=m)
     # the same topics as two "models" of a batch
-    grid = coherence([TOPICS[:4], TOPICS[4:]], ref, measure="c_v")
+    grid = reference_coherence([TOPICS[:4], TOPICS[4:]], ref, measure="c_v")
     np.testing.assert_allclose(np.concatenate(grid), GENSIM_LEE["c_v"], rtol=0, atol=1e-6)
     # a Corpus of the same texts gives gensim's UMass too
     corpus = Corpus.from_texts([" ".join(t) for t in lee_texts], vocabulary=vocab, token_pattern=r"[a-z]+")
-    np.testing.assert_allclose(coherence(TOPICS, corpus, measure="u_mass"), GENSIM_LEE["u_mass"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(reference_coherence(TOPICS, corpus, measure="u_mass"), GENSIM_LEE["u_mass"], rtol=0, atol=1e-6)
 
 
 def test_exact_counting_differs_from_gensim_on_lee(lee_texts):
     ref = ReferenceTexts.from_token_lists(lee_texts)
-    exact = coherence(TOPICS[:2], ref, measure="c_v", counting="exact")
+    exact = reference_coherence(TOPICS[:2], ref, measure="c_v", counting="exact")
     wins = brute_windows(lee_texts, 110, "exact")
     want = [brute_measure(t, wins, "c_v") for t in TOPICS[:1]]
     np.testing.assert_allclose(exact[:1], want, rtol=0, atol=1e-10)

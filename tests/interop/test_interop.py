@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from topicjax import PLSA, Corpus
-from topicjax.evaluation.coherence import coherence
+from topicjax.evaluation.coherence import reference_coherence
 from topicjax.evaluation.reference_texts import ReferenceTexts
 from topicjax.interop.common import fitted_doc_topics, topic_word_matrix
 from topicjax.interop.octis import OCTIS_AVAILABLE, OCTISModel, corpus_from_tokens, octis_output
@@ -250,7 +250,7 @@ def test_coherence_model_accepts_our_topics_and_adapter(model, texts):
         by_topics = np.asarray(cm.get_coherence_per_topic())
         adapter = CoherenceModel(model=GensimTopicModel(model), texts=texts, coherence=measure, topn=8, processes=1)
         np.testing.assert_allclose(adapter.get_coherence_per_topic(), by_topics, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(coherence(model, ref, measure=measure, top_n=8), by_topics, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(reference_coherence(model, ref, measure=measure, top_n=8), by_topics, rtol=0, atol=1e-9)
 
 
 def test_gensim_adapter_leaves_out_empty_topics(corpus):

@@ -7,13 +7,13 @@ import numpy as np
 from topicjax.lida import LIDA
 
 HYPER0 = dict(alpha=0.3, beta=0.2, eta=3.0, delta=1.0, gamma=8.0, xi=1.0)
-COMMON = dict(n_components=16, batch_size=64, progress=False, random_state=0)
+COMMON = dict(n_components=16, tokens_per_block=64, progress=False, random_state=0)
 VARIANT_KW = {"lida": dict(sigma=0.1, zeta=0.25, init_topics=4), "ftm": dict(init_topics=4), "sstm": {}, "lda": {}}
 
 
 def est(variant, **kw):
     """Estimators of the small-corpus tests share their settings, hence their compiled sweeps."""
-    return LIDA(variant, **{**COMMON, **VARIANT_KW[variant], **kw})
+    return LIDA(variant=variant, **{**COMMON, **VARIANT_KW[variant], **kw})
 
 
 def check_invariants(state, tokens, cfg):

@@ -30,4 +30,4 @@ def bars():
 @pytest.fixture(scope="session")
 def lda_bars(bars):
     corpus, _ = bars
-    return LIDA("lda", n_components=10, max_iter=120, burn_in=80, random_state=0, progress=False).fit(corpus)
+    return LIDA(variant="lda", n_components=10, max_iter=120, burn_in=80, random_state=0, progress=False).fit(corpus)

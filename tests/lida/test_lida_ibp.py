@@ -10,15 +10,14 @@ import jax.numpy as jnp
 from scipy import integrate
 from scipy.special import betaln, gammaln as g
 
-from topicjax import lida as L
 from topicjax.lida import ibp
 from topicjax.lida.hyper import count_histogram, loggamma_sum
 
-ibp_ll = jax.jit(L.ibp_log_likelihood, static_argnums=(1, 5))
-marg_z = jax.jit(L.log_marginal_z)
-marg_w = jax.jit(L.log_marginal_w)
-topic_lo = jax.jit(L.topic_activation_logodds)
-word_lo = jax.jit(L.word_activation_logodds, static_argnames=("zeta", "n_words", "finite"))
+ibp_ll = jax.jit(ibp.ibp_log_likelihood, static_argnums=(1, 5))
+marg_z = jax.jit(ibp.log_marginal_z)
+marg_w = jax.jit(ibp.log_marginal_w)
+topic_lo = jax.jit(ibp.topic_activation_logodds)
+word_lo = jax.jit(ibp.word_activation_logodds, static_argnames=("zeta", "n_words", "finite"))
 
 
 def test_log_ratio_add_empty_is_ratio_of_marginals_23():
@@ -30,10 +29,10 @@ def test_log_ratio_add_empty_is_ratio_of_marginals_23():
         def lm(n_active):
             return g(n_active * alpha) - g(n_active * alpha + n) + np.sum(g(alpha + counts) - g(alpha))
         want = lm(m + 1) - lm(m)
-        assert np.isclose(float(L.log_ratio_add_empty(m, n, alpha)), want, rtol=1e-4, atol=1e-5)
+        assert np.isclose(float(ibp.log_ratio_add_empty(m, n, alpha)), want, rtol=1e-4, atol=1e-5)
         assert np.isclose(want, betaln(m * alpha + n, alpha) - betaln(m * alpha, alpha), rtol=1e-8)
-    assert float(L.log_ratio_add_empty(3, 0, alpha)) == 0.0
-    assert float(L.log_ratio_add_empty(0, 4, alpha)) > 1e20
+    assert float(ibp.log_ratio_add_empty(3, 0, alpha)) == 0.0
+    assert float(ibp.log_ratio_add_empty(0, 4, alpha)) > 1e20
 
 
 def test_topic_activation_matches_eq_29_30():
@@ -122,7 +121,7 @@ def test_ibp_sample_expected_features_10_and_row_mass():
     (direct sum in numpy) and every customer has η features on average."""
     D, eta, delta, sigma = 12, 2.5, 1.5, 0.3
     rng = np.random.default_rng(0)
-    draws = [L.ibp_sample(rng, D, eta, delta, sigma) for _ in range(1500)]
+    draws = [ibp.ibp_sample(rng, D, eta, delta, sigma) for _ in range(1500)]
     j = np.arange(D)
     eps = eta * np.sum(np.exp(g(1 + delta) + g(j + delta + sigma) - g(j + 1 + delta) - g(delta + sigma)))
     k_star = np.array([Z.shape[1] for Z in draws])
@@ -131,8 +130,8 @@ def test_ibp_sample_expected_features_10_and_row_mass():
     assert abs(rows.mean() - eta) < 4 * rows.std() / np.sqrt(rows.size), (rows.mean(), eta)
     assert all(Z.any(0).all() for Z in draws)  # every feature has a customer
     with pytest.raises(ValueError, match="IBP parameters"):
-        L.ibp_sample(rng, D, eta, -0.5, sigma)
-    assert L.ibp_sample(rng, 30, 0.05, 1.0, 0.0, min_features=1).sum(1).min() == 1
+        ibp.ibp_sample(rng, D, eta, -0.5, sigma)
+    assert ibp.ibp_sample(rng, 30, 0.05, 1.0, 0.0, min_features=1).sum(1).min() == 1
 
 
 def _finite_predictive(a, zeta, xi, c, n_other):

@@ -46,17 +46,17 @@ def test_slots_beyond_the_tokens_are_refused_at_once(variant, monkeypatch):
     monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1")  # the bound comes first
     t0 = time.perf_counter()
     with pytest.raises(ValueError) as e:
-        LIDA(variant, n_components=10**7, progress=False).fit(corpus)
+        LIDA(variant=variant, n_components=10**7, progress=False).fit(corpus)
     assert str(e.value) == (f"n_components must be an integer <= {n_tokens} (the corpus's tokens: every live topic "
                             f"holds at least one token), got 10000000")
     assert time.perf_counter() - t0 < 2
     with pytest.raises(ValueError, match=rf"^n_components must be an integer <= {n_tokens} .*got {n_tokens + 1}$"):
-        LIDA(variant, n_components=n_tokens + 1, progress=False).fit(corpus)
+        LIDA(variant=variant, n_components=n_tokens + 1, progress=False).fit(corpus)
 
 
 def test_slots_up_to_the_tokens_fit():
     corpus = tj.Corpus.from_dense(np.array([[1, 2, 0], [0, 1, 3]]), vocab=["a", "b", "c"])  # 7 tokens
-    model = LIDA("ftm", n_components=7, max_iter=2, eval_every=0, progress=False).fit(corpus)
+    model = LIDA(variant="ftm", n_components=7, max_iter=2, eval_every=0, progress=False).fit(corpus)
     assert model.n_components_ >= 7 and model.phi_.shape == (3, model.n_topics_)
 
 
@@ -65,29 +65,29 @@ def test_topics_beyond_the_tokens_are_refused_before_the_memory_check(variant, m
     corpus = _corpus(40, 25, 50)
     monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1")
     with pytest.raises(ValueError, match=rf"^10000000 topics is more than the {int(np.sum(corpus.counts))} tokens"):
-        LIDA(variant, n_components=10**7, progress=False).fit(corpus)
+        LIDA(variant=variant, n_components=10**7, progress=False).fit(corpus)
 
 
 def test_memory_check_names_the_largest_part(monkeypatch):
     corpus = _corpus(30, 20, 40)
     monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", "1M")
     # 400 slots: the training log-likelihood's (block x K_max) products, one block of the corpus's
-    # 1,024 padded entries (2.3 MiB), are the largest part
+    # tokens, are the largest part
     with pytest.raises(ValueError, match=r"limit of 1\.0 MiB .*the largest part: the log-likelihood products, "
                                          r"2\.\d MiB\); .*set eval_every=0 to skip them"):
-        LIDA("lida", n_components=400, progress=False).fit(corpus)
+        LIDA(variant="lida", n_components=400, progress=False).fit(corpus)
     wide = _corpus(30, 20, 400)  # (documents + words) x K_max cells dominate
     with pytest.raises(ValueError, match=r"the largest part: the (count tables|sweep|posterior sums)[^;]*; .*lower "
                                          r"n_components"):
-        LIDA("lida", n_components=400, eval_every=0, progress=False).fit(wide)
+        LIDA(variant="lida", n_components=400, eval_every=0, progress=False).fit(wide)
 
 
 def test_memory_is_checked_again_before_k_max_grows(small, monkeypatch):
     """Births that find no free slot double K_max; that growth is checked like the start."""
     corpus, _ = small
-    need = memory_needed(corpus.n_tokens, corpus.n_docs, corpus.n_words, 2, n_nonzeros=corpus.nnz, loglik=False)
+    need = memory_needed(corpus.n_tokens, corpus.n_docs, corpus.n_words, 2, loglik=False)
     monkeypatch.setenv("TOPICJAX_LIDA_MEMORY", str(need))  # room for K_max = 2, not more
-    model = LIDA("ftm", 2, init_topics=2, eta=50.0, max_iter=3, hyper_start=100, eval_every=0, progress=False)
+    model = LIDA(2, variant="ftm", init_topics=2, eta=50.0, max_iter=3, hyper_start=100, eval_every=0, progress=False)
     with pytest.raises(ValueError, match=r"^sweep 0: \d+ new topic\(s\) found no free slot among K_max=2, and growing: "
                                          r"LIDA on this corpus .*K_max=\d+\) needs about"):
         model.fit(corpus)
@@ -104,10 +104,12 @@ def _xla_peak(corpus, model):
     stream, state, posterior sums and means, log-likelihood entries) plus the largest program's
     outputs and temporaries (the XLA "parallel" path of LIDA/FTM: the masks' outputs stay while the
     token step runs); ``None`` for the log-likelihood when ``eval_every=0``."""
-    model._check_params()
+    model._validate_params()
     K, W = model.n_components, corpus.n_words
-    tokens = make_tokens(corpus, block_tokens=model._block_tokens(corpus.n_tokens))
     cfg = model._config(corpus, K, W)
+    lanes = not kernel.use_kernel(cfg)  # as the fit makes its token stream
+    tokens = make_tokens(corpus, block_tokens=model._block_tokens(corpus.n_tokens), extras=cfg.mode == "stale",
+                         lanes_layout=lanes)
     state = init_state(jax.random.key(0), tokens, cfg, {h: getattr(model, h) for h in HYPER},
                        min(K, 20) if cfg.focused else K)
     key = jax.random.key(1)
@@ -115,8 +117,7 @@ def _xla_peak(corpus, model):
     ffi = kernel.use_kernel(ncfg)
     phi, theta, live = evaluate.sample_means(state, cfg)
     avg = evaluate.accumulate(None, state, cfg)
-    ll = evaluate.loglik_args(corpus)
-    held = sum(a.nbytes for a in jax.tree_util.tree_leaves((tokens, state, avg, phi, theta, live, ll)))
+    held = sum(a.nbytes for a in jax.tree_util.tree_leaves((tokens, state, avg, phi, theta, live)))
     costs = []
     if cfg.mode != "parallel" or not cfg.focused or ffi:
         costs.append(_cost(sampler._sweep_jit.lower(state, key, tokens, ncfg, 0, ffi).compile()))
@@ -130,8 +131,8 @@ def _xla_peak(corpus, model):
     costs.append(_cost(evaluate._collapsed_jit.lower(state, cfg).compile()))
     costs.append(_cost(hyper._hyper_jit.lower(state, key, canonical(cfg), tokens).compile()))
     costs.append(_cost(evaluate.add_sample.lower(avg, phi, theta, live).compile()))
-    loglik = _cost(evaluate.loglik.lower(phi, theta, *ll).compile())
-    return held + max(costs), held + max(costs + [loglik])
+    loglik = _cost(evaluate.loglik_tokens.lower(phi, theta, tokens.doc, tokens.word).compile())
+    return held + max(costs), held + max(costs + [loglik]), lanes
 
 
 @pytest.mark.parametrize("variant, mode, K", [
@@ -145,11 +146,12 @@ def test_memory_needed_covers_what_xla_allocates(variant, mode, K):
     without the training log-likelihood (whose products XLA counts as two (block x K) arrays of
     float32, three in resident memory: the estimate counts three, hence up to 1.5x there)."""
     corpus = _corpus(40, 100, 200)
-    model = LIDA(variant, n_components=K, mode=mode, progress=False)
-    without, with_ll = _xla_peak(corpus, model)
+    model = LIDA(variant=variant, n_components=K, sampler=mode, progress=False)
+    without, with_ll, lanes = _xla_peak(corpus, model)
     sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words, K)
     for measured, loglik in ((without, False), (with_ll, True)):
-        need = memory_needed(*sizes, n_nonzeros=corpus.nnz, mode=mode, loglik=loglik)
+        need = memory_needed(*sizes, mode=mode, loglik=loglik, lanes_layout=lanes,
+                             extras=mode == "stale")
         assert measured <= need <= 1.6 * measured, (loglik, measured, need)
 
 
@@ -158,7 +160,7 @@ def test_memory_needed_covers_what_xla_allocates(variant, mode, K):
 def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
     """A real fit in a fresh process: the second of two identical fits (the first compiles), its
     peak resident memory (VmHWM after resetting it) above the resident memory before it.  Here the
-    training log-likelihood's products dominate (1 block of 65,536 entries x 257 slots)."""
+    training log-likelihood's products dominate (1 block of the ~45,000 tokens x 257 slots)."""
     code = textwrap.dedent("""
         import gc, json, numpy as np, topicjax as tj
         from topicjax.lida.validators import memory_needed
@@ -169,14 +171,14 @@ def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
         rng = np.random.default_rng(0)
         D, L, W, K = 150, 300, 3000, 256
         c = tj.Corpus.from_dense(rng.poisson(L / W, size=(D, W)), vocab=[f"w{i}" for i in range(W)])
-        fit = lambda: tj.LIDA("lida", K, max_iter=2, burn_in=0, eval_every=1, progress=False).fit(c)
+        fit = lambda: tj.LIDA(K, variant="lida", max_iter=2, burn_in=0, eval_every=1, progress=False).fit(c)
         fit()
         gc.collect()
         base = status("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         fit()
-        print(json.dumps([status("VmHWM") - base, memory_needed(c.n_tokens, D, W, K, n_nonzeros=c.nnz)]))
+        print(json.dumps([status("VmHWM") - base, memory_needed(c.n_tokens, D, W, K, lanes_layout=False, extras=False)]))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
@@ -184,5 +186,6 @@ def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
     grew, need = json.loads(out.stdout.strip().splitlines()[-1])
     assert grew > 100 << 20  # the products were allocated (about 200 MB)
     # resident memory also holds the allocator's rounding and the runtime's small buffers, which
-    # the estimate (arrays only) does not count: up to 1 % over it (seen: 216.39 MB for 216.26 MB)
-    assert grew <= 1.01 * need and need <= 1.5 * grew, (grew, need)
+    # the estimate (arrays only) does not count: up to 8 % over it (seen: 147.4 MB for 149.7 MB on
+    # a quiet machine, 158.5 MB under load)
+    assert grew <= 1.08 * need and need <= 1.5 * grew, (grew, need)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topicjax import lida as L
-from topicjax.data.datasets import make_bars, make_lda_corpus
+from topicjax.lida import state as lida_state
+from topicjax.data.datasets import make_bars, sample_lda_corpus
 from topicjax.lida import LIDA
 
 from .common import check_invariants, est
@@ -33,7 +33,7 @@ def test_perplexity_document_completion_and_summaries(bars, lda_bars):
     perp = model.perplexity(test)
     # planted model: 5 active pixels per bar, ~2 bars per document, so far below the 25 of uniform
     # oracle: the planted Φ and Θ of the test documents on the same held-out half
-    test_true, theta_true = make_lda_corpus(true_phi, 40, doc_length=60, alpha=0.5, seed=7)
+    test_true, theta_true = sample_lda_corpus(true_phi, 40, doc_length=60, alpha=0.5, seed=7)
     obs, held = test_true.completion_split("tokens", seed=0)
     p = np.einsum("nk,kn->n", true_phi[held.word_ids], theta_true[:, held.doc_ids])
     oracle = np.exp(-np.sum(held.counts * np.log(p)) / held.n_tokens)
@@ -72,7 +72,7 @@ def test_lida_fit_evaluate_and_summaries(small, fitted_lida):
     assert lida.histogram(lida.topics_per_word()).sum() == corpus.n_words
     assert lida.documents_per_topic().sum() == lida.theta_bar_.sum() == lida.topics_per_document().sum()
     assert lida.words_per_topic().min() >= 1  # finite vocabulary: at least one word per topic
-    assert set(lida.hyper_trace_) == set(L.HYPER) and len(lida.hyper_trace_["gamma"]) == 8
+    assert set(lida.hyper_trace_) == set(lida_state.HYPER) and len(lida.hyper_trace_["gamma"]) == 8
     assert lida.hyper_trace_["gamma"][0] == 50.0 and lida.hyper_trace_["gamma"][-1] != 50.0  # hyper_start=2
 
 
@@ -132,8 +132,8 @@ def test_bad_input(small):
         fit(n_components=0)
     with pytest.raises(ValueError, match=r"^variant must be one of 'lida', 'ftm', 'sstm', 'lda', got 'hdp'"):
         fit(variant="hdp")
-    with pytest.raises(ValueError, match="mode must be"):
-        fit(mode="fast")
+    with pytest.raises(ValueError, match="sampler must be"):
+        fit(sampler="fast")
     with pytest.raises(ValueError, match=r"^sigma must be a number in \[0, 1\), got 1.0"):
         fit(sigma=1.0)
     with pytest.raises(ValueError, match="delta must be > -sigma"):
@@ -151,4 +151,4 @@ def test_bad_input(small):
     with pytest.raises(ValueError, match="not fitted"):
         LIDA().words_per_topic("assigned")
     with pytest.raises(ValueError, match="topics is more than"):
-        LIDA("lda", n_components=10_000, progress=False).fit(corpus)
+        LIDA(variant="lda", n_components=10_000, progress=False).fit(corpus)

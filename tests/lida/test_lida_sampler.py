@@ -12,7 +12,8 @@ from scipy import stats
 from scipy.special import betaln, gammaln as g
 
 from topicjax.data.corpus import Corpus
-from topicjax import lida as L
+from topicjax.lida import evaluate as lida_evaluate, hyper as lida_hyper, ibp
+from topicjax.lida import sampler as lida_sampler, state as lida_state
 from topicjax.lida.masks import diagonal_scan, topic_step
 
 from .common import HYPER0, check_invariants, est
@@ -26,15 +27,15 @@ def test_counts_equal_assignments_after_every_sweep(small, variant, mode):
     sweep was alive before it or is a newborn of eq. (30): active in exactly one document and
     holding tokens of that document only."""
     corpus, _ = small
-    tokens = L.make_tokens(corpus, block_tokens=64)
+    tokens = lida_state.make_tokens(corpus, block_tokens=64)
     vocab = "infinite" if mode == "exact" else "finite"
     n_phantom = 8 if vocab == "infinite" else 0
-    cfg = est(variant, mode=mode, vocabulary=vocab)._config(corpus, 16, corpus.n_words + n_phantom)
-    state = L.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4 if cfg.focused else cfg.n_topics)
+    cfg = est(variant, sampler=mode, vocabulary=vocab)._config(corpus, 16, corpus.n_words + n_phantom)
+    state = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4 if cfg.focused else cfg.n_topics)
     check_invariants(state, tokens, cfg)
     for it in range(2):
         live0 = np.asarray(state.theta_bar).any(0)
-        state = L.sweep(state, jax.random.key(it + 1), tokens, cfg)
+        state = lida_sampler.sweep(state, jax.random.key(it + 1), tokens, cfg)
         assert int(state.overflow_topics) == 0 and int(state.overflow_words) == 0
         check_invariants(state, tokens, cfg)
         if cfg.focused:
@@ -47,8 +48,8 @@ def test_counts_equal_assignments_after_every_sweep(small, variant, mode):
         # hyperparameters (LDA's is compiled by the model tests anyway): compile time
         if mode != "parallel" or variant in ("ftm", "sstm"):
             continue
-        state = L.hyper_update(state, jax.random.key(100 + it), cfg)
-        hv = {h: float(getattr(state, h)) for h in L.HYPER}
+        state = lida_hyper.hyper_update(state, jax.random.key(100 + it), cfg)
+        hv = {h: float(getattr(state, h)) for h in lida_state.HYPER}
         assert all(np.isfinite(v) for v in hv.values())
         assert min(hv["alpha"], hv["beta"], hv["eta"], hv["gamma"]) > 0
         assert hv["delta"] > -cfg.sigma and hv["xi"] > -cfg.zeta
@@ -64,10 +65,10 @@ def test_topic_births_follow_eq_30_poisson_rates(small):
     tokens and be active in its document only.  The summed births are compared with the summed
     hand-computed rates (z-score with the Poisson variance), per document and in total."""
     corpus, _ = small
-    tokens = L.make_tokens(corpus)
+    tokens = lida_state.make_tokens(corpus)
     cfg = est("ftm")._config(corpus, 16, corpus.n_words)
     hyper = dict(HYPER0, alpha=0.4, eta=1.5, delta=2.0)
-    state = L.init_state(jax.random.key(0), tokens, cfg, hyper, 4)
+    state = lida_state.init_state(jax.random.key(0), tokens, cfg, hyper, 4)
     state = state._replace(delta=jnp.float32(2.0))
     n_keys = 3000
     step = jax.jit(jax.vmap(lambda k: topic_step(k, state, tokens, cfg)))
@@ -120,19 +121,19 @@ def test_newborn_topic_first_word_is_not_its_slot():
 def test_init_from_ibp_prior(small):
     """init="ibp": Θ̄ is an IBP draw, every token takes one of its document's topics."""
     corpus, _ = small
-    tokens = L.make_tokens(corpus)
+    tokens = lida_state.make_tokens(corpus)
     cfg = est("lida")._config(corpus, 16, corpus.n_words)
-    Z = L.ibp_sample(np.random.default_rng(1), corpus.n_docs, 2.0, 1.0, 0.1, min_features=1)
+    Z = ibp.ibp_sample(np.random.default_rng(1), corpus.n_docs, 2.0, 1.0, 0.1, min_features=1)
     theta0 = np.pad(Z, ((0, 0), (0, 16 - Z.shape[1])))
-    state = L.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4, theta0)
+    state = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4, theta0)
     check_invariants(state, tokens, cfg)
     z, d = np.asarray(state.z), np.asarray(tokens.doc)
     assert theta0[d, z].all()
     np.testing.assert_array_equal(np.asarray(state.theta_bar), theta0)  # n_d >= topics here
-    state = L.sweep(state, jax.random.key(1), tokens, cfg)
+    state = lida_sampler.sweep(state, jax.random.key(1), tokens, cfg)
     check_invariants(state, tokens, cfg)
     with pytest.raises(ValueError, match="document 0 has tokens but no active topic"):
-        L.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4, np.zeros_like(theta0))
+        lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4, np.zeros_like(theta0))
     # through the estimator: same settings as ``fitted_lida`` (shared compilations)
     m = est("lida", init="ibp", eta=1.0, max_iter=2, hyper_start=2, eval_every=0, n_components=64).fit(corpus)
     assert m.n_components_ == 64 and m.n_topics_ >= 1 and m.theta_bar_.any(1).all()
@@ -144,19 +145,19 @@ def test_init_from_ibp_prior(small):
 
 def test_exact_sweep_stationary_distribution_is_the_enumerated_lda_posterior():
     """Independent chains of the exact sequential sweep, 12 sweeps each, against p(z | w)
-    enumerated over all K^N assignments (``L.enumerate_lda_posterior``, chi-square, fixed seed)."""
+    enumerated over all K^N assignments (``lida_evaluate.enumerate_lda_posterior``, chi-square, fixed seed)."""
     corpus = Corpus.from_entries([0, 0, 1, 1], [0, 1, 1, 2], [2, 1, 1, 1], n_words=3)
     K, alpha, beta = 2, 0.5, 0.3
-    tokens = L.make_tokens(corpus)
-    Z, p = L.enumerate_lda_posterior(tokens.doc, tokens.word, K, 3, alpha, beta)
-    cfg = L.Config(variant="lda", n_topics=K, n_docs=2, n_words=3, n_rows=3, n_tokens=5, mode="exact", sample=())
+    tokens = lida_state.make_tokens(corpus)
+    Z, p = lida_evaluate.enumerate_lda_posterior(tokens.doc, tokens.word, K, 3, alpha, beta)
+    cfg = lida_state.Config(variant="lda", n_topics=K, n_docs=2, n_words=3, n_rows=3, n_tokens=5, mode="exact", sample=())
     hyper = dict(HYPER0, alpha=alpha, beta=beta)
     n_chains = 6000
     keys = jax.random.split(jax.random.key(11), n_chains)
-    states = jax.vmap(lambda k: L.init_state(k, tokens, cfg, hyper, K))(keys)
+    states = jax.vmap(lambda k: lida_state.init_state(k, tokens, cfg, hyper, K))(keys)
 
     def run(state, key):
-        state = jax.lax.fori_loop(0, 12, lambda i, s: L.sweep(s, jax.random.fold_in(key, i), tokens, cfg), state)
+        state = jax.lax.fori_loop(0, 12, lambda i, s: lida_sampler.sweep(s, jax.random.fold_in(key, i), tokens, cfg), state)
         return state.z
 
     zs = np.asarray(jax.jit(jax.vmap(run))(states, jax.random.split(jax.random.key(12), n_chains)))

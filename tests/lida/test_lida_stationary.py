@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from scipy import stats
 
 from topicjax.data.corpus import Corpus
-from topicjax import lida as L
+from topicjax.lida import sampler as lida_sampler, state as lida_state
 from topicjax.lida import kernel
 from topicjax.lida.parallel import assign_parallel
 from topicjax.lida.state import pow2
@@ -55,20 +55,20 @@ def _lda_chains(block_tokens, lanes, mode, mh_steps, n_sweeps, n_chains, seed, z
     """Final assignments of ``n_chains`` LDA chains (K = 2) after ``n_sweeps`` sweeps, started from
     uniform assignments or from the rows of ``z0``."""
     K = 2
-    tokens = L.make_tokens(CORPUS, block_tokens=block_tokens, lanes=lanes)
+    tokens = lida_state.make_tokens(CORPUS, block_tokens=block_tokens, lanes=lanes)
     np.testing.assert_array_equal(np.asarray(tokens.doc), DOC)
     np.testing.assert_array_equal(np.asarray(tokens.word), WORD)
-    cfg = L.Config(variant="lda", n_topics=K, n_docs=3, n_words=3, n_rows=3, n_tokens=8, mode=mode, batch=8,
+    cfg = lida_state.Config(variant="lda", n_topics=K, n_docs=3, n_words=3, n_rows=3, n_tokens=8, mode=mode, batch=8,
                    mh_steps=mh_steps, sample=())
     keys = jax.random.split(jax.random.key(seed), n_chains)
-    states0 = jax.vmap(lambda k: L.init_state(k, tokens, cfg, HYPER, K))(keys)
+    states0 = jax.vmap(lambda k: lida_state.init_state(k, tokens, cfg, HYPER, K))(keys)
     if z0 is not None:
         z0 = jnp.asarray(z0, jnp.int32)
-        counts = jax.vmap(lambda z: L.state.count_tables(z, tokens.doc, tokens.word, 3, 3, K))(z0)
+        counts = jax.vmap(lambda z: lida_state.count_tables(z, tokens.doc, tokens.word, 3, 3, K))(z0)
         states0 = states0._replace(z=z0, n_dk=counts[0], n_wk=counts[1], n_k=counts[2])
 
     def run(state, key):
-        state = jax.lax.fori_loop(0, n_sweeps, lambda i, s: L.sweep(s, jax.random.fold_in(key, i), tokens, cfg),
+        state = jax.lax.fori_loop(0, n_sweeps, lambda i, s: lida_sampler.sweep(s, jax.random.fold_in(key, i), tokens, cfg),
                                   state)
         return state.z
 
@@ -145,8 +145,8 @@ def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, bl
     if len(blocks) == 3:
         assert total_variation(stationary(T), posterior(Z, *args)) < 1e-9
 
-    tokens = L.make_tokens(CORPUS, block_tokens=block_tokens, lanes=lanes)
-    cfg = L.Config(variant=variant, n_topics=K, n_docs=3, n_words=3, n_rows=3, n_tokens=8, sample=())
+    tokens = lida_state.make_tokens(CORPUS, block_tokens=block_tokens, lanes=lanes)
+    cfg = lida_state.Config(variant=variant, n_topics=K, n_docs=3, n_words=3, n_rows=3, n_tokens=8, sample=())
     n_chains = 5000
     allowed = [np.flatnonzero(tb[d] & pb[v]) for d, v in zip(DOC, WORD)]
     u = np.random.default_rng(3).random((n_chains, 8))
@@ -156,8 +156,8 @@ def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, bl
     n_active = pow2(tb.sum(1).max())
 
     def run(z, key):
-        n_dk, n_wk, n_k = L.state.count_tables(z, tokens.doc, tokens.word, 3, 3, K)
-        st = L.init_state(key, tokens, cfg, hyper, K)._replace(z=z, n_dk=n_dk, n_wk=n_wk, n_k=n_k,
+        n_dk, n_wk, n_k = lida_state.count_tables(z, tokens.doc, tokens.word, 3, 3, K)
+        st = lida_state.init_state(key, tokens, cfg, hyper, K)._replace(z=z, n_dk=n_dk, n_wk=n_wk, n_k=n_k,
                                                                  theta_bar=tb_j, phi_bar=pb_j)
 
         def one(i, st):
@@ -190,10 +190,10 @@ def test_kernel_and_xla_sweeps_agree(small, K):
         pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
     corpus, _ = small
     for variant in ("lda", "lida"):
-        tokens = L.make_tokens(corpus, block_tokens=100)
-        cfg = L.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
+        tokens = lida_state.make_tokens(corpus, block_tokens=100)
+        cfg = lida_state.Config(variant=variant, n_topics=K, n_docs=corpus.n_docs, n_words=corpus.n_words,
                        n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
-        st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, K)
+        st = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER, K)
         kernel.use_kernel(cfg)
         key = jax.random.key(5)
         a = kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar)
@@ -212,10 +212,10 @@ def test_kernel_threads_shared_and_bits_independent_of_threads(small):
     from topicjax.core import kernels as core_kernels
 
     corpus, _ = small
-    tokens = L.make_tokens(corpus, block_tokens=60)
-    cfg = L.Config(variant="lida", n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+    tokens = lida_state.make_tokens(corpus, block_tokens=60)
+    cfg = lida_state.Config(variant="lida", n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
                    n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
-    st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+    st = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
     kernel.use_kernel(cfg)
     sweep = jax.jit(lambda key, st: kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar))
     old = kernel.get_threads()
@@ -236,10 +236,10 @@ def test_kernel_threads_shared_and_bits_independent_of_threads(small):
 
 def _kernel_problem(small, variant="lida"):
     corpus, _ = small
-    tokens = L.make_tokens(corpus, block_tokens=60)
-    cfg = L.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+    tokens = lida_state.make_tokens(corpus, block_tokens=60)
+    cfg = lida_state.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
                    n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
-    st = L.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
+    st = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
     kernel.use_kernel(cfg)
     return tokens, cfg, st
 
@@ -277,9 +277,9 @@ def test_donated_sweep_equals_the_sweep(small):
     state's arrays are gone afterwards.  LDA: the fits donate where no activation can overflow."""
     tokens, cfg, st = _kernel_problem(small, "lda")
     key = jax.random.key(4)
-    want = L.sweep(st, key, tokens, cfg)
+    want = lida_sampler.sweep(st, key, tokens, cfg)
     mine = jax.tree.map(jnp.copy, st)
-    got = L.sweep(mine, key, tokens, cfg, donate=True)
+    got = lida_sampler.sweep(mine, key, tokens, cfg, donate=True)
     for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert mine.n_wk.is_deleted() and mine.z.is_deleted()

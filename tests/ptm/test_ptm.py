@@ -93,7 +93,7 @@ def test_gem_never_increases_bic(kind):
     total_flips = 0
     for seed in range(4):
         corpus, dense = planted_corpus(seed)
-        data = layout.prepare(corpus)
+        data = layout.ptm_data(corpus)
         beta0 = np.asarray(data.beta0, np.float64)
         state = gem.init_state(jax.random.key(seed), data, M, n_init_docs=2)
         prev = np.inf
@@ -111,7 +111,7 @@ def test_gem_never_increases_bic(kind):
 
 def test_init_is_seeded_and_satisfies_the_constraints():
     corpus, dense = planted_corpus(11)
-    data = layout.prepare(corpus)
+    data = layout.ptm_data(corpus)
     a = gem.init_state(jax.random.key(3), data, M, n_init_docs=2)
     b = gem.init_state(jax.random.key(3), data, M, n_init_docs=2)
     c = gem.init_state(jax.random.key(4), data, M, n_init_docs=2)
@@ -135,7 +135,7 @@ def test_init_and_step_are_vmappable():
     """Restarts over seeds: init runs under vmap (and equals the single runs); the GEM step traces
     under vmap with the batch axis everywhere (checked abstractly, without compiling it again)."""
     corpus, _ = planted_corpus(2)
-    data = layout.prepare(corpus)
+    data = layout.ptm_data(corpus)
     keys = jax.random.split(jax.random.key(0), 2)
     batch = jax.vmap(lambda k: gem._init_impl(k, data, M, 8, 2))(keys)
     single = gem.init_state(keys[1], data, M, n_init_docs=2)
@@ -161,12 +161,12 @@ def fitted(bars):
 def test_estimator_fit_attributes(fitted, bars):
     m = fitted
     W = bars.n_words
-    assert m.u_.shape == (6, W) and m.v_.shape == (6, bars.n_docs) and m.alpha_.shape == (6, bars.n_docs)
+    assert m.u_.shape == (6, W) and m.v_.shape == (6, bars.n_docs) and m.theta_.shape == (6, bars.n_docs)
     assert m.beta_.shape == (6, W) and m.beta0_.shape == (W,) and m.phi_.shape == (W, 6)
     check_constraints(m.u_, m.v_)
     np.testing.assert_allclose(m.phi_.sum(0), 1.0, atol=1e-5)  # each topic is a distribution
-    np.testing.assert_allclose(m.alpha_.sum(0), 1.0, atol=1e-5)
-    assert np.all(m.alpha_[~m.v_] == 0) and np.all(m.beta_[~m.u_] == 0)
+    np.testing.assert_allclose(m.theta_.sum(0), 1.0, atol=1e-5)
+    assert np.all(m.theta_[~m.v_] == 0) and np.all(m.beta_[~m.u_] == 0)
     np.testing.assert_allclose(m.beta0_, bars.word_counts / bars.n_tokens, rtol=1e-6)  # eq. 11
     h = np.asarray(m.bic_history_)
     assert len(h) == m.n_iter_ + 1 and np.all(np.diff(h) <= 1e-6 * abs(h[0])) and h[-1] == m.bic_
@@ -197,7 +197,7 @@ def test_estimator_is_seeded_clonable_and_transforms(fitted, bars):
 def test_save_load_round_trip(fitted, bars, tmp_path):
     fitted.save(tmp_path / "m")
     back = PTM.load(tmp_path / "m")
-    for name in ("u_", "v_", "alpha_", "beta_", "beta0_", "shared_top_"):
+    for name in ("u_", "v_", "theta_", "beta_", "beta0_", "shared_top_"):
         np.testing.assert_array_equal(getattr(back, name), getattr(fitted, name))
     assert back.u_.dtype == bool and back.bic_ == fitted.bic_ and back.bic_history_ == fitted.bic_history_
     assert {k: v for k, v in back.get_params().items() if k != "v_candidates"} == \
@@ -261,7 +261,7 @@ def test_select_order_top_down(bars):
         assert np.all(np.diff(model.bic_history_) <= 1e-6 * abs(model.bic_history_[0]))
     # warm start: the 6-topic model starts from 6 of the 8 topics (the least massive removed)
     m8, m6 = res.models[8], res.models[6]
-    mass = (m8.alpha_ * m8.v_).sum(1)
+    mass = (m8.theta_ * m8.v_).sum(1)
     kept = np.sort(np.argsort(mass, kind="stable")[2:])
     start_u = m8.u_[kept]
     assert np.mean(start_u == m6.u_) > 0.6
@@ -282,8 +282,8 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     beta[0] *= (S + beta0[n]) / S
     u[0, n], beta[0, n] = True, 0.0
     s = s._replace(u=jnp.asarray(u), beta=jnp.asarray(beta, jnp.float32))
-    data = layout.prepare(bars)
-    mass = (fitted.alpha_ * fitted.v_).sum(1)
+    data = layout.ptm_data(bars)
+    mass = (fitted.theta_ * fitted.v_).sum(1)
     keep = np.sort(np.argsort(mass, kind="stable")[2:])
     r = ptm_order.reduce_topics(s, data, 2)
     ru, rv = np.asarray(r.u)[:4], np.asarray(r.v)[:, :4].T
@@ -333,13 +333,13 @@ def many(bars):
     """Three restarts in one compiled call, vmapped (the CPU default would run them one at a time),
     with the settings of ``fitted`` (seed 0)."""
     base = PTM(n_components=6, bic="2014-exact", max_iter=15, random_state=0, progress=False)
-    return base, base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
+    return base, base.fit_many(bars, seeds=list(SEEDS), vmap_size=len(SEEDS))
 
 
 def assert_same_fit(a, b):
     np.testing.assert_array_equal(a.u_, b.u_)
     np.testing.assert_array_equal(a.v_, b.v_)
-    np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(a.theta_, b.theta_, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(a.beta_, b.beta_, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(a.phi_, b.phi_, rtol=1e-6, atol=1e-7)
     assert a.n_iter_ == b.n_iter_
@@ -368,7 +368,7 @@ def test_fit_many_equals_separate_fits(many, fitted, bars):
     assert not np.array_equal(models[0].u_, models[1].u_)
     dense = bars.to_dense()
     for m in models:
-        ref = np_bic("2014-exact", dense, m.u_, m.v_, m.alpha_.astype(np.float64), m.beta_.astype(np.float64),
+        ref = np_bic("2014-exact", dense, m.u_, m.v_, m.theta_.astype(np.float64), m.beta_.astype(np.float64),
                      m.beta0_.astype(np.float64))
         assert m.bic_ == pytest.approx(ref, rel=1e-6)
     assert ptm.best_fit(models) is models[int(np.argmin([m.bic_ for m in models]))]
@@ -390,7 +390,7 @@ def test_fit_many_reports_non_finite_restarts(many, bars, monkeypatch):
 
     monkeypatch.setattr(driver, "run_many", poisoned)
     with pytest.raises(tj.core.NumericalError, match=r"seed 1\): non-finite parameters at iteration \d+"):
-        base.fit_many(bars, seeds=list(SEEDS), batch_size=len(SEEDS))
+        base.fit_many(bars, seeds=list(SEEDS), vmap_size=len(SEEDS))
 
 
 def test_fit_many_bad_inputs(bars):
@@ -411,8 +411,8 @@ def test_fit_many_bad_inputs(bars):
         base.fit_many(bars, seeds=[[1, 2]])
     with pytest.raises(ValueError, match="n_restarts must be an integer >= 1"):
         base.fit_many(bars, n_restarts=0)
-    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
-        base.fit_many(bars, seeds=[1, 2], batch_size=0)
+    with pytest.raises(ValueError, match="vmap_size must be an integer >= 1"):
+        base.fit_many(bars, seeds=[1, 2], vmap_size=0)
     with pytest.raises(ValueError, match="larger than the number of documents"):
         PTM(n_components=6, progress=False).fit_many(bars.subset(np.arange(4)), seeds=[0])
     with pytest.raises(ValueError, match="bic must be one of"):

@@ -192,10 +192,10 @@ def test_bic_equals_term_by_term_reference(case, kind):
         got = pb.bic(data, jnp.asarray(c["dense"].sum(1), jnp.int32), uj, vj, aj, bj, jnp.asarray(beta0, jnp.float32), tm, kind=kind)
         assert got == pytest.approx(want, rel=1e-6, abs=1e-3)
         # the GEM's own path: per-document log-likelihood from the PTM E-step, costs on the device
-        pdata = layout.prepare(c["corpus"])
-        x, ndj, ll, s1, s2 = e_step(pdata, uj, bj, aj, vj, tm)
+        pdata = layout.ptm_data(c["corpus"])
+        x, ll, s1, s2 = e_step(pdata, uj, bj, aj, vj, tm)
         z = jnp.zeros((), jnp.int32)
-        state = gem.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z)
+        state = gem.PTMState(bj, uj, aj, vj, tm, x, ll, s1, s2, z, z, z)
         assert gem.state_bic(state, pdata, kind) == pytest.approx(want, rel=1e-6, abs=1e-3)
 
 
@@ -284,10 +284,10 @@ def test_u_2020_configurations_equal_brute_force(case):
 # ----------------------------------------------------------------------------- topic switches
 def _state(c, u, v, alpha, beta):
     uj, vj, aj, bj, tm = padded(u, v, alpha, beta)
-    data = layout.prepare(c["corpus"])
-    x, ndj, ll, s1, s2 = e_step(data, uj, bj, aj, vj, tm)
+    data = layout.ptm_data(c["corpus"])
+    x, ll, s1, s2 = e_step(data, uj, bj, aj, vj, tm)
     z = jnp.zeros((), jnp.int32)
-    return gem.PTMState(bj, uj, aj, vj, tm, x, ndj, ll, s1, s2, z, z, z), data
+    return gem.PTMState(bj, uj, aj, vj, tm, x, ll, s1, s2, z, z, z), data
 
 
 def _doc_ll(dense_row, u, v_col, a_col, beta, beta0):

@@ -25,7 +25,7 @@ from scipy.optimize import minimize_scalar
 from topicjax.core import kernels as core_kernels
 from topicjax.ptm import gem
 from topicjax.ptm import kernels as pk
-from topicjax.ptm.layout import PTMData, Rows, rows_layout
+from topicjax.ptm.layout import PTMData, build_layout
 
 needs_kernel = pytest.mark.skipif(not core_kernels.available(),
                                   reason=f"kernel not built ({core_kernels.load_error()})")
@@ -45,32 +45,11 @@ def make_data(dense, *, doc_width=3, word_width=2, block_tokens=12, extra_chunks
     dense = np.asarray(dense)
     D, N = dense.shape
     d_idx, w_idx = np.nonzero(dense)
-    counts = dense[d_idx, w_idx].astype(np.float32)
-    nnz = counts.size
-    n_flat = nnz + 5
-    pos = np.arange(nnz, dtype=np.int32)
-    d_len = np.bincount(d_idx, minlength=D).astype(np.int64)
-    d_off = np.concatenate([[0], np.cumsum(d_len)])
-    docs = rows_layout(d_len, d_off, w_idx.astype(np.int32), counts, pos, doc_width, block_tokens, 0, n_flat - 1)
-    order = np.argsort(w_idx, kind="stable").astype(np.int32)
-    w_len = np.bincount(w_idx, minlength=N).astype(np.int64)
-    w_off = np.concatenate([[0], np.cumsum(w_len)])
-    words = rows_layout(w_len, w_off, d_idx[order].astype(np.int32), counts[order], order, word_width, block_tokens,
-                        D, n_flat - 1)
-
-    def pad(rows, n_items):
-        C, R, W = rows.other.shape
-        e = extra_chunks
-        return Rows(jnp.concatenate([rows.item, jnp.full((e, R), n_items, jnp.int32)]),
-                    jnp.concatenate([rows.other, jnp.zeros((e, R, W), jnp.int32)]),
-                    jnp.concatenate([rows.count, jnp.zeros((e, R, W), jnp.float32)]),
-                    jnp.concatenate([rows.pos, jnp.full((e, R, W), n_flat - 1, jnp.int32)]))
-
-    flat = np.zeros(n_flat, np.float32)
-    flat[:nnz] = counts
+    d_off = np.concatenate([[0], np.cumsum(np.bincount(d_idx, minlength=D))])
+    docs, words = build_layout(d_off, w_idx.astype(np.int32), dense[d_idx, w_idx], N, doc_width=doc_width,
+                               word_width=word_width, block_tokens=block_tokens, extra_chunks=extra_chunks)
     wc = dense.sum(0).astype(np.float64)
-    return PTMData(pad(docs, D), pad(words, N), jnp.asarray(flat), jnp.asarray(dense.sum(1), jnp.int32),
-                   jnp.asarray(wc / wc.sum(), jnp.float32))
+    return PTMData(docs, words, jnp.asarray(dense.sum(1), jnp.int32), jnp.asarray(wc / wc.sum(), jnp.float32))
 
 
 def random_case(seed, D=23, N=17, P=5, max_active=3, zeros=True):

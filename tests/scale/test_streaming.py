@@ -120,8 +120,9 @@ def _batch_counts(phi, dense, doc_passes):
 
 def test_full_batch_updates_equal_the_offline_reference(bars, store):
     """update_every = all batches and κ = 0 (ρ = 1): each pass replaces n_wt by the corpus counts."""
-    phi, hist = streaming.fit_online(store, 6, passes=2, update_every=store.n_batches, kappa=0.0, doc_passes=3,
-                                     progress=False)
+    model = streaming.fit_online(store, 6, passes=2, update_every=store.n_batches, learning_decay=0.0, doc_passes=3,
+                                 progress=False)
+    phi, hist = model.phi_, model.history_
     ref = _init_phi(bars, 6)
     for _ in range(2):
         n_wt = _batch_counts(ref, bars.to_dense(), 3)
@@ -137,8 +138,9 @@ def test_step_sizes_follow_tau0_and_kappa(bars, store):
     def smooth(phi, theta):
         return jnp.sum(jnp.log(phi))
 
-    phi, hist = streaming.fit_online(store, T, passes=1, tau0=tau0, kappa=kappa, doc_passes=2,
-                                     regularizers=[(smooth, beta)], progress=False)
+    model = streaming.fit_online(store, T, passes=1, learning_offset=tau0, learning_decay=kappa, doc_passes=2,
+                                 regularizers=[(smooth, beta)], progress=False)
+    phi, hist = model.phi_, model.history_
     ref = _init_phi(bars, T)
     n_wt = ref.copy()  # the documented start: pseudo-counts Φ0 (mass one per topic), BigARTM's
     dense = bars.to_dense()
@@ -166,7 +168,8 @@ def test_a_word_absent_from_the_first_batch_keeps_and_gains_probability(tmp_path
     after_first = streaming.batch_step(state, data, reg, jnp.asarray(True), streaming.OnlineStatic(), 50)
     late_mass_before = np.asarray(after_first.phi)[20:].sum()
     assert np.all(np.asarray(after_first.phi)[20:] > 0)
-    phi, _ = streaming.fit_online(st, T, passes=1, progress=False)
+    model = streaming.fit_online(st, T, passes=1, progress=False)
+    phi = model.phi_
     assert np.all(phi > 0) and not np.any(phi.sum(1) == 0)
     assert phi[20:].sum() > 2 * late_mass_before
 
@@ -184,7 +187,8 @@ def test_online_quality_approaches_batch_em(tmp_path):
     test = test.with_vocab(train.vocab, empty_docs="drop")
     observed, heldout = test.completion_split("tokens", seed=0)
     st = streaming.write_store([train], tmp_path / "s", batch_size=100)
-    phi_online, _ = streaming.fit_online(st, 8, passes=10, tau0=64.0, progress=False)
+    model = streaming.fit_online(st, 8, passes=10, learning_offset=64.0, progress=False)
+    phi_online = model.phi_
     batch = tj.PLSA(8, max_iter=60, random_state=0, progress=False).fit(train)
     p_online = metrics.heldout_perplexity(phi_online, observed, heldout)
     p_batch = metrics.heldout_perplexity(batch.phi_, observed, heldout)
@@ -195,20 +199,49 @@ def test_online_fit_learns_the_bars(store):
     """BigARTM's defaults over a few passes: the batches' progressive perplexity falls from the
     first pass to the fourth (by 5 %: the first pass starts from a random Φ whose words all keep
     positive probability; quality against batch EM is test_online_quality_approaches_batch_em)."""
-    phi, hist = streaming.fit_online(store, 10, passes=4, progress=False)
+    model = streaming.fit_online(store, 10, passes=4, progress=False)
+    phi, hist = model.phi_, model.history_
     by_pass = [np.mean([h["perplexity"] for h in hist if h["pass"] == p]) for p in (1, 4)]
     assert by_pass[1] < 0.97 * by_pass[0]
     np.testing.assert_allclose(phi.sum(0), 1.0, atol=1e-5)
 
 
 def test_resume_and_bad_arguments(store):
-    _, hist = streaming.fit_online(store, 4, passes=0, progress=False)
+    model = streaming.fit_online(store, 4, passes=0, progress=False)
+    hist = model.history_
     assert hist == []
     state = streaming.online_init(jax.random.key(0), store.n_words + 1, 4)
     with pytest.raises(ValueError, match="needs"):
         streaming.fit_online(store, 4, state=state, progress=False)
     with pytest.raises(ValueError, match="update_every"):
         streaming.fit_online(store, 4, update_every=0, progress=False)
+
+
+def test_fit_online_returns_a_fitted_artm(bars, store, tmp_path):
+    """fit_online's model is built as partial_fit builds its own: it transforms, saves and reopens;
+    resuming it from its online_state_ for a pass is the second pass of a two-pass fit (step
+    sizes too); and partial_fit continues it."""
+    one = streaming.fit_online(store, 5, passes=1, random_state=3, progress=False)
+    assert isinstance(one, tj.ARTM) and one.vocab_ == list(bars.vocab) and one.n_features_in_ == bars.n_words
+    assert one.n_batch_iter_ == one.n_iter_ == store.n_batches == len(one.history_)
+    assert one.theta_ is None and one.doc_alive_ is None and one._class_freq is None and one.psi_ is None
+    assert (one.doc_passes, one.learning_offset, one.learning_decay) == (10, 1024.0, 0.7)
+    np.testing.assert_array_equal(one.components_, one.phi_.T)
+    theta = one.transform(bars)
+    one.save(tmp_path / "model")
+    back = tj.ARTM.load(tmp_path / "model")
+    np.testing.assert_array_equal(back.phi_, one.phi_)
+    np.testing.assert_allclose(back.transform(bars), theta, rtol=1e-6, atol=1e-7)
+
+    two = streaming.fit_online(store, 5, passes=2, random_state=3, progress=False)
+    resumed = streaming.fit_online(store, 5, passes=1, state=one.online_state_, progress=False)
+    np.testing.assert_allclose(resumed.phi_, two.phi_, rtol=1e-6, atol=1e-9)
+    assert [h["rho"] for h in resumed.history_] == [h["rho"] for h in two.history_[store.n_batches:]]
+    assert [h["rho"] for h in two.history_] == pytest.approx([(1024.0 + t) ** -0.7 for t in range(2 * store.n_batches)])
+    assert resumed.n_batch_iter_ == 2 * store.n_batches
+
+    one.partial_fit(bars.subset(range(50)))
+    assert one.n_batch_iter_ == store.n_batches + 1 and len(one.history_) == store.n_batches + 1
 
 
 def test_infer_theta_by_batches_equals_em(bars, store):
@@ -226,7 +259,8 @@ from topicjax.scale import online as streaming
 hwm = lambda: int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])
 st = streaming.BatchStore(sys.argv[1])
 tracemalloc.start()
-phi, hist = streaming.fit_online(st, 8, passes=1, doc_passes=2, progress=False)
+model = streaming.fit_online(st, 8, passes=1, doc_passes=2, progress=False)
+phi, hist = model.phi_, model.history_
 print(json.dumps(dict(rss_kb=hwm(), traced=tracemalloc.get_traced_memory()[1], batches=len(hist))))
 """
 

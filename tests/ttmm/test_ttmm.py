@@ -16,8 +16,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.core.errors import NumericalError
-from topicjax.ttmm import (TTMM, TTMMParams, doc_log_likelihood, em_init, em_step, prepare, sample_corpus,
-                           synthetic_params, theme_posterior, token_topic_shares, topic_posterior)
+from topicjax.ttmm import TTMM, TTMMParams, sample_corpus, synthetic_params
+from topicjax.ttmm.em import em_init, em_step
+from topicjax.ttmm.sweeps import (doc_log_likelihood, doc_topic_posterior, theme_layout, theme_posterior,
+                                  token_topic_shares)
 from topicjax.ttmm.sgd import batch_loss, make_batches
 
 
@@ -58,13 +60,13 @@ def shared():
 @pytest.fixture(scope="module")
 def em_model(shared):
     corpus, _ = shared
-    return TTMM(3, 4, max_iter=150, tol=0, random_state=0, progress=False).fit(corpus)
+    return TTMM(4, n_themes=3, max_iter=150, tol=0, random_state=0, progress=False).fit(corpus)
 
 
 @pytest.fixture(scope="module")
 def sgd_model(shared):
     corpus, _ = shared
-    return TTMM(3, 4, solver="sgd", optimizer=optax.adam(0.05), batch_size=32, max_iter=40, tol=0,
+    return TTMM(4, n_themes=3, solver="sgd", optimizer=optax.adam(0.05), batch_size=32, max_iter=40, tol=0,
                 random_state=0, progress=False).fit(corpus)
 
 
@@ -73,7 +75,7 @@ def test_document_probability_equals_brute_force(tiny):
     params, counts = tiny
     pi, tau, beta = params
     corpus = Corpus.from_dense(counts)
-    got = np.asarray(doc_log_likelihood(_jax_params(params), prepare(corpus, 2), corpus.n_docs))
+    got = np.asarray(doc_log_likelihood(_jax_params(params), theme_layout(corpus, 2), corpus.n_docs))
     for d, row in enumerate(counts):
         tokens = np.repeat(np.arange(row.size), row)  # the document as a sequence of words
         total = 0.0
@@ -89,7 +91,7 @@ def test_long_documents_do_not_underflow(tiny):
     A = params[1] @ params[2]
     assert np.prod(A[0] ** long_counts[0]) == 0.0  # eq. 2 in linear space underflows even in float64
     corpus = Corpus.from_dense(long_counts)
-    data = prepare(corpus, 2)
+    data = theme_layout(corpus, 2)
     got = np.asarray(doc_log_likelihood(_jax_params(params), data, corpus.n_docs))
     _, _, ref = _ref_posteriors(params, long_counts.astype(np.float64))
     assert np.all(np.isfinite(got)) and np.all(got < -1e5)
@@ -104,7 +106,7 @@ def test_em_step_matches_explicit_q_reference(tiny):
     params, counts = tiny
     corpus = Corpus.from_dense(counts)
     state = em_init(jax.random.key(0), 2, 3, 4, corpus.n_docs)._replace(params=_jax_params(params))
-    new = em_step(state, prepare(corpus, 2))
+    new = em_step(state, theme_layout(corpus, 2))
     P, Q, ll = _ref_posteriors(params, counts.astype(np.float64))
     n = counts.astype(np.float64)
     pi_ref = P.sum(0) / n.shape[0]  # eq. 8
@@ -130,7 +132,7 @@ def test_em_log_likelihood_is_monotone(em_model):
 def test_em_log_likelihood_is_monotone_in_float64(shared):
     corpus, _ = shared
     with jax.enable_x64(True):
-        data = prepare(corpus, 3)
+        data = theme_layout(corpus, 3)
         state = em_init(jax.random.key(0), 3, 4, corpus.n_words, corpus.n_docs, dtype=jnp.float64)
         lls = []
         for _ in range(80):
@@ -198,8 +200,8 @@ def test_topic_posterior_eq18_and_token_shares(tiny):
     params, counts = tiny
     pi, tau, beta = params
     corpus = Corpus.from_dense(counts)
-    data = prepare(corpus, 2)
-    got = np.asarray(topic_posterior(_jax_params(params), data, corpus.n_docs))
+    data = theme_layout(corpus, 2)
+    got = np.asarray(doc_topic_posterior(_jax_params(params), data, corpus.n_docs))
     joint = np.array([[np.prod(beta[k] ** row) * (pi @ tau)[k] for k in range(3)] for row in counts])  # eq. 18
     np.testing.assert_allclose(got, joint / joint.sum(1, keepdims=True), rtol=1e-5)
     shares = np.asarray(token_topic_shares(_jax_params(params), data, corpus.n_docs))
@@ -233,14 +235,14 @@ def test_estimator_outputs(shared, em_model):
 # ------------------------------------------------------------------ seeds and persistence
 def test_same_seed_same_result(shared, em_model, sgd_model):
     corpus, _ = shared
-    again = TTMM(3, 4, max_iter=150, tol=0, random_state=0, progress=False).fit(corpus)
+    again = TTMM(4, n_themes=3, max_iter=150, tol=0, random_state=0, progress=False).fit(corpus)
     for name in ("pi_", "tau_", "beta_"):
         np.testing.assert_array_equal(getattr(again, name), getattr(em_model, name))
     assert again.loglik_history_ == em_model.loglik_history_
-    sgd = TTMM(3, 4, solver="sgd", optimizer=optax.adam(0.05), batch_size=32, max_iter=40, tol=0,
+    sgd = TTMM(4, n_themes=3, solver="sgd", optimizer=optax.adam(0.05), batch_size=32, max_iter=40, tol=0,
                random_state=0, progress=False).fit(corpus)
     np.testing.assert_array_equal(sgd.beta_, sgd_model.beta_)
-    other = TTMM(3, 4, max_iter=3, tol=0, random_state=1, progress=False).fit(corpus)
+    other = TTMM(4, n_themes=3, max_iter=3, tol=0, random_state=1, progress=False).fit(corpus)
     assert not np.array_equal(other.beta_, em_model.beta_)
 
 
@@ -283,7 +285,7 @@ def test_bad_parameters(kwargs, message):
 def test_document_without_tokens_is_named():
     counts = np.array([[1, 2, 0], [0, 0, 0], [0, 1, 1]])
     with pytest.raises(CorpusError, match="document 1 has no tokens"):
-        TTMM(2, 2, progress=False).fit(counts)
+        TTMM(2, n_themes=2, progress=False).fit(counts)
 
 
 def _nan_at(step):
@@ -302,12 +304,12 @@ def _nan_at(step):
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 def test_non_finite_optimizer_stops_naming_the_step(shared):
     corpus, _ = shared  # 150 documents, batches of 32: 5 minibatches per epoch
-    model = TTMM(3, 4, solver="sgd", optimizer=_nan_at(7), batch_size=32, max_iter=3, progress=False)
+    model = TTMM(4, n_themes=3, solver="sgd", optimizer=_nan_at(7), batch_size=32, max_iter=3, progress=False)
     with pytest.raises(NumericalError, match=r"non-finite parameters at step 7 \(epoch 2, minibatch 2 of 5\)"):
         model.fit(corpus)
     assert not hasattr(model, "beta_")  # no NaN results are left behind
     # a learning rate that overflows float32 at the first update
-    huge = TTMM(3, 4, solver="sgd", optimizer=optax.sgd(1e39), batch_size=32, max_iter=3, progress=False)
+    huge = TTMM(4, n_themes=3, solver="sgd", optimizer=optax.sgd(1e39), batch_size=32, max_iter=3, progress=False)
     with pytest.raises(NumericalError, match=r"at step 1 \(epoch 1, minibatch 1 of 5\); lower the learning rate"):
         huge.fit(corpus)
 
@@ -316,7 +318,7 @@ def test_diverging_sgd_warns(shared):
     # huge but finite steps saturate the softmax: parameters stay finite, the fit gets worse
     corpus, _ = shared
     with pytest.warns(RuntimeWarning, match="log-likelihood decreased"):
-        TTMM(3, 4, solver="sgd", optimizer=optax.sgd(1e38), batch_size=32, max_iter=2, progress=False).fit(corpus)
+        TTMM(4, n_themes=3, solver="sgd", optimizer=optax.sgd(1e38), batch_size=32, max_iter=2, progress=False).fit(corpus)
 
 
 # ------------------------------------------------------------------ experiment smoke run

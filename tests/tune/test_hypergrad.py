@@ -46,7 +46,7 @@ def short(x64, bars_split):
     """A 20-iteration fit and the three objectives."""
     train, valid, _ = bars_split
     observed, heldout = valid.completion_split(seed=0)
-    objective = O.heldout_perplexity(observed, heldout) + O.coherence(train) + O.classification(train, valid)
+    objective = O.heldout_perplexity_loss(observed, heldout) + O.coherence_loss(train) + O.classification_loss(train, valid)
     assert objective.names == PARTS
     return make(train, 20, objective)
 
@@ -102,7 +102,7 @@ def converged(x64, bars_split):
     converges at about 0.97 per iteration while 45% of Θ stays zeroed) with the held-out
     perplexity."""
     train, valid, _ = bars_split
-    return make(train, 1200, O.heldout_perplexity(*valid.completion_split(seed=0)), smooth=0.5, decorrelate=200.0)
+    return make(train, 1200, O.heldout_perplexity_loss(*valid.completion_split(seed=0)), smooth=0.5, decorrelate=200.0)
 
 
 def test_implicit_equals_unrolled_at_convergence(converged):
@@ -130,4 +130,4 @@ def test_implicit_refuses_regularizers_that_update_their_data(x64, bars_split):
     problem = Problem.from_model(model, train, dtype=jnp.float64)
     targets = targets_from(problem.reg, ["sparse_theta"])
     with pytest.raises(ValueError, match=r"\['sparse_theta'\] re-estimate their data every pass; use method='unrolled'"):
-        implicit(problem, O.coherence(train), targets, jnp.zeros(1))
+        implicit(problem, O.coherence_loss(train), targets, jnp.zeros(1))

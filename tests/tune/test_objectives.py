@@ -28,7 +28,7 @@ def fitted(bars_split):
 def test_fold_in_equals_metrics_fold_in(fitted):
     model, _, valid = fitted
     observed, _ = valid.completion_split(seed=0)
-    theta = O.fold_in(jnp.asarray(model.phi_), differentiable(layout.prepare(observed)), observed.n_docs, 30)
+    theta = O.differentiable_fold_in(jnp.asarray(model.phi_), differentiable(layout.prepare(observed)), observed.n_docs, 30)
     np.testing.assert_allclose(np.asarray(theta), metrics.fold_in(model.phi_, observed, n_iter=30), atol=2e-6)
 
 
@@ -36,7 +36,7 @@ def test_heldout_perplexity_equals_metrics(fitted):
     """exp(loss) is metrics.heldout_perplexity (document completion, ARTM sec. 5)."""
     model, _, valid = fitted
     observed, heldout = valid.completion_split(seed=3)
-    obj = O.heldout_perplexity(observed, heldout, n_iter=25)
+    obj = O.heldout_perplexity_loss(observed, heldout, n_iter=25)
     value, parts = obj(jnp.asarray(model.phi_), jnp.asarray(model.theta_))
     assert float(value) == float(parts["log_perplexity"])
     expected = metrics.heldout_perplexity(model.phi_, observed, heldout, n_iter=25)
@@ -51,7 +51,7 @@ def test_heldout_perplexity_ignores_words_no_topic_produces(fitted):
     w = int(heldout.word_ids[0])
     phi[w] = 0.0
     phi /= phi.sum(0, keepdims=True)
-    value, _ = O.heldout_perplexity(observed, heldout)(jnp.asarray(phi), jnp.asarray(model.theta_))
+    value, _ = O.heldout_perplexity_loss(observed, heldout)(jnp.asarray(phi), jnp.asarray(model.theta_))
     assert np.isfinite(float(value))
     assert np.exp(float(value)) == pytest.approx(metrics.heldout_perplexity(phi, observed, heldout), rel=2e-5)
 
@@ -67,7 +67,7 @@ def test_coherence_of_uniform_topics_is_topk_npmi(bars_split):
         phi[rng.choice(W, k, replace=False), t] = 1.0 / k
     expected = metrics.coherence(phi, train, k=k, measure="npmi")
     for power in (1.0, 2.5):
-        value, _ = O.coherence(train, power=power)(jnp.asarray(phi, jnp.float32), None)
+        value, _ = O.coherence_loss(train, power=power)(jnp.asarray(phi, jnp.float32), None)
         assert -float(value) == pytest.approx(float(np.mean(expected)), rel=1e-5)
 
 
@@ -87,10 +87,10 @@ def test_coherence_is_expected_npmi_of_sharpened_topics(bars_split):
             num += q[i] * q[j] * npmi[i, j]
             den += q[i] * q[j]
         per_topic.append(num / den)
-    value, _ = O.coherence(train, power=1.7, max_words=12)(jnp.asarray(phi, jnp.float32), None)
+    value, _ = O.coherence_loss(train, power=1.7, max_words=12)(jnp.asarray(phi, jnp.float32), None)
     assert -float(value) == pytest.approx(np.mean(per_topic), rel=1e-5)
     # a chosen subset of topics
-    value, _ = O.coherence(train, power=1.7, max_words=12, topics=[0, 2])(jnp.asarray(phi, jnp.float32), None)
+    value, _ = O.coherence_loss(train, power=1.7, max_words=12, topics=[0, 2])(jnp.asarray(phi, jnp.float32), None)
     assert -float(value) == pytest.approx(np.mean([per_topic[0], per_topic[2]]), rel=1e-5)
 
 
@@ -131,7 +131,7 @@ def test_classification_loss_equals_reference_classifier(fitted):
     fitted by scipy on the training Θ, evaluated on the folded-in validation Θ."""
     model, train, valid = fitted
     l2 = 1e-3
-    obj = O.classification(train, valid, l2=l2)
+    obj = O.classification_loss(train, valid, l2=l2)
     value, _ = obj(jnp.asarray(model.phi_), jnp.asarray(model.theta_))
     X = np.hstack([model.theta_.T, np.ones((train.n_docs, 1))]).astype(np.float64)
     C = 3
@@ -149,8 +149,8 @@ def test_classification_loss_equals_reference_classifier(fitted):
 def test_objective_arithmetic_and_checks(bars_split):
     train, valid, _ = bars_split
     observed, heldout = valid.completion_split(seed=0)
-    a = O.heldout_perplexity(observed, heldout)
-    b = O.coherence(train)
+    a = O.heldout_perplexity_loss(observed, heldout)
+    b = O.coherence_loss(train)
     obj = 2.0 * a + b + 0.5 * b
     assert obj.names == ("log_perplexity", "neg_npmi", "neg_npmi#2")
     assert obj.weights == (2.0, 1.0, 0.5)
@@ -163,12 +163,12 @@ def test_objective_arithmetic_and_checks(bars_split):
     with pytest.raises(ValueError, match="built for 25 words, the model has 30"):
         obj.check(30, train.n_docs)
     with pytest.raises(ValueError, match="labels for 60 training documents, the model is fitted on 10"):
-        O.classification(train, valid).check(train.n_words, 10)
+        O.classification_loss(train, valid).check(train.n_words, 10)
     plain = O.as_objective(lambda phi, theta: jnp.sum(phi[0]))
     assert plain.names == ("<lambda>",)
     with pytest.raises(TypeError, match="an objective must be"):
         O.as_objective(3)
     with pytest.raises(ValueError, match="power must be a positive number"):
-        O.coherence(train, power=0)
+        O.coherence_loss(train, power=0)
     with pytest.raises(ValueError, match="1 validation labels for 20 validation documents"):
-        O.classification(train, valid, valid_labels=np.array([0]))
+        O.classification_loss(train, valid, valid_labels=np.array([0]))

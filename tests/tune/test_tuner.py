@@ -14,7 +14,7 @@ import topicjax as tj
 from topicjax import regularizers as R
 from topicjax.core import estep, layout
 from topicjax.regularizers.schedules import Linear
-from topicjax.tune import Problem, fit, forward, implicit, targets_from, tune, unrolled
+from topicjax.tune import Problem, forward, implicit, targets_from, tune, unrolled
 from topicjax.tune.hypergrad import forward_many
 from topicjax.tune.objectives import as_objective
 from topicjax.tune import objectives as O
@@ -37,7 +37,7 @@ def model():
 @pytest.fixture(scope="module")
 def objective(bars_split):
     _, valid, _ = bars_split
-    return O.heldout_perplexity(*valid.completion_split(seed=0))
+    return O.heldout_perplexity_loss(*valid.completion_split(seed=0))
 
 
 def test_differentiable_estep_equals_engine_and_has_second_derivatives(bars_split):
@@ -97,7 +97,7 @@ def test_float32_hypergradient_finite_where_sparsing_empties_documents():
                 scores=())
     problem = Problem.from_model(m, train)
     targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 10.0)})
-    objective = O.heldout_perplexity(*valid.completion_split(seed=0))
+    objective = O.heldout_perplexity_loss(*valid.completion_split(seed=0))
     value, _, grad, state = unrolled(problem, objective, targets, jnp.log(jnp.asarray([0.01, 0.7], jnp.float32)))
     emptied = int((np.asarray(state.theta).sum(0) <= 0).sum())
     assert 0 < emptied < train.n_docs
@@ -214,4 +214,4 @@ def test_bad_input_is_named(bars_split, objective):
         tune(both, train, objective, ["smooth_phi"], progress=False)
     other = tj.Corpus.from_dense(np.ones((4, 7), int))
     with pytest.raises(ValueError, match="built for 7 words, the model has 25"):
-        tune(m, train, O.coherence(other), ["smooth_phi"], progress=False)
+        tune(m, train, O.coherence_loss(other), ["smooth_phi"], progress=False)

@@ -3,6 +3,6 @@
 from topicjax.artm.model import ARTM
 from topicjax.artm.plsa import PLSA
 from topicjax.artm.trajectories import paper_trajectory, table1_regularizers
-from topicjax.regularizers.schedules import Linear, Step
 
-__all__ = ["ARTM", "Linear", "PLSA", "Step", "paper_trajectory", "table1_regularizers"]
+# the coefficient schedules (Step, Linear, ...) live in topicjax.regularizers, their one home
+__all__ = ["ARTM", "PLSA", "paper_trajectory", "table1_regularizers"]

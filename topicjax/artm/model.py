@@ -49,25 +49,17 @@ from topicjax.artm import setup as S
 from topicjax.artm.partial import PartialFitMixin
 from topicjax.core import driver, em, estep, mstep
 from topicjax.core import validation as V
+from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
+from topicjax.core.sharding import replicate
 from topicjax.estimator import TopicModelBase, host_array, int_sequence
 from topicjax.evaluation import scores as scores_mod
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
-from topicjax.regularizers.schedules import Table, from_spec as schedule_from_spec, is_number
+from topicjax.regularizers.base import check_regularizers
+from topicjax.regularizers.schedules import Table, check_values, from_spec as schedule_from_spec, is_number
 
 __all__ = ["ARTM", "check_regularizers", "check_scores"]
-
-
-def check_regularizers(value, name="regularizers"):
-    """The validator of ``regularizers``: anything :func:`~topicjax.regularizers.as_regularizer`
-    accepts (plain functions are checked for the protocol ``R(phi, theta) -> scalar``)."""
-    try:
-        as_regularizer(value)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{name} must be None, a Regularizer, a callable R(phi, theta), a pair (R, tau) or a "
-                         f"list of those; {e}") from None
-    return value
 
 
 def check_scores(value, name="scores"):
@@ -196,9 +188,6 @@ class ARTM(PartialFitMixin, TopicModelBase):
         except TypeError as e:
             raise ValueError(str(e)) from None
 
-    def _check_settings(self):
-        self._validate_params()
-
     def _label_tau(self) -> float:
         lw = 1.0 if self.label_weight is None else self.label_weight
         if not (is_number(lw) and np.isfinite(lw) and lw > 0):
@@ -236,7 +225,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
 
     def _prepare(self, X, y, n_components, mesh=None):
         """Everything a fit needs: structure, device data, the bound regularizer, aux arrays."""
-        self._check_settings()
+        self._validate_params()
         reg = self.regularizer()  # bad regularizers fail before the corpus is read into the device
         st = self._structure(X, y, n_components)
         src, n_weighted = S.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
@@ -285,8 +274,6 @@ class ARTM(PartialFitMixin, TopicModelBase):
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
                                      devices=None if mesh is None else int(mesh.devices.size))
         if mesh is not None:
-            from topicjax.scale.distributed import replicate
-
             reg = replicate(mesh, reg)
         state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed(ckpt)], [T], T))
         if mesh is not None:
@@ -315,7 +302,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
             taus[...] = np.asarray(host["taus"], np.float64).reshape(taus.shape)
 
         run_ckpt = None if ckpt is None else ckpt.run("fit", get_host=lambda: {"taus": taus.copy()}, set_host=set_taus)
-        state, records = driver.run(em.ALGORITHM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
+        state, records = driver.run(em.ARTM_EM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
                                     tol=float(self.tol), progress=self.progress, desc=type(self).__name__,
                                     before=before, after=after, after_every=int(self.score_every), explain=explain,
                                     checkpoint=run_ckpt)
@@ -451,7 +438,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         self._set_components()
 
     # ------------------------------------------------------------------ many models
-    def fit_many(self, X, taus=None, y=None, *, seeds=None, n_topics=None, mode=None, batch_size=None) -> list:
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
+                 workers=None, taus=None) -> list:
         """Fit a batch of models in ONE compiled call (:func:`topicjax.core.driver.run_many`).
 
         The models may differ in ``taus`` (array (G, R): τ_i of model g; ``nan`` keeps the
@@ -461,8 +449,12 @@ class ARTM(PartialFitMixin, TopicModelBase):
         regularizers that learn parameters).  Whatever is not given is the estimator's own.  Each
         model runs to its own stopping rule (``max_iter``, ``tol``) and equals the separate fit
         of a clone with its settings (tested).  ``mode``: ``"sequential"`` (default on one CPU
-        device), ``"vmap"`` (default on accelerators; ``batch_size`` models side by side),
-        ``"devices"`` (models spread over the local devices) or ``"threads"``.  Returns fitted
+        device), ``"vmap"`` (default on accelerators; ``vmap_size`` models side by side),
+        ``"devices"`` (models spread over the local devices) or ``"threads"`` (``workers``
+        threads).  ``params = {name: [value per model]}`` (other constructor parameters) are
+        fitted one after the other on the host (:meth:`TopicModelBase.fit_many`; ``"vmap"`` and
+        ``"devices"`` warn that they fall back).  The signature is every family's; ``taus`` is
+        keyword-only (the second positional argument is ``y``, the labels).  Returns fitted
         clones; ``scores_`` hold ``objective``, the ``tau/...`` and per-iteration scores, and the
         host scores after the last iteration.
 
@@ -472,7 +464,16 @@ class ARTM(PartialFitMixin, TopicModelBase):
         >>> [m.phi_.shape[1] for m in base.fit_many(corpus, seeds=[0, 1, 2], n_topics=[4, 5, 6])]
         [4, 5, 6]
         """
-        self._check_settings()
+        self._validate_params()
+        if taus is None and y is not None and np.ndim(y) == 2:
+            raise TypeError("ARTM.fit_many(X, y): y is the documents' labels, and this y is a 2-d array; pass "
+                            "regularization coefficients by keyword, fit_many(X, taus=...)")
+        if params:
+            if taus is not None:
+                raise ValueError("fit_many: give taus (one compiled batch) or params (separate fits), not both")
+            return self._fit_many_on_host(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode,
+                                          vmap_size=vmap_size, workers=workers,
+                                          why="ARTM's compiled batch varies taus, seeds and n_topics only, not params")
         G, seeds, tops = self._batch_settings(taus, seeds, n_topics)
         T_max = max(tops)
         masked = any(t != T_max for t in tops)
@@ -492,8 +493,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         device, on_record, host = self._trackers()
         static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words)
         finals, recs, n_done, status = driver.run_many(
-            em.ALGORITHM, static, states, (data, reg_b, aux), batched=(False, True, False), max_iter=n_iter,
-            tol=float(self.tol), mode=mode, batch_size=batch_size)
+            em.ARTM_EM, static, states, (data, reg_b, aux), batched=(False, True, False), max_iter=n_iter,
+            tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
         finals, recs = jax.tree.map(host_array, finals), jax.tree.map(host_array, recs)
         n_done, status = np.asarray(n_done), np.asarray(status)
         models = []
@@ -549,8 +550,6 @@ class ARTM(PartialFitMixin, TopicModelBase):
                              f"got {grid.shape}")
         own = np.stack([t.coef.values(n_iter) for t in reg.terms]) if R else np.zeros((0, n_iter))
         tables = np.where(np.isnan(grid)[:, :, None], own[None], grid[:, :, None])  # (G, R, n_iter)
-        from topicjax.regularizers.schedules import check_values
-
         for g in range(G):
             for i, t in enumerate(reg.terms):
                 try:
@@ -560,8 +559,6 @@ class ARTM(PartialFitMixin, TopicModelBase):
         return tables, grid
 
     def _numerical_error_many(self, g, seeds, tops, n_done, status):
-        from topicjax.core.errors import NumericalError
-
         what = "non-finite values" if status == driver.NONFINITE else "a collapse (every topic or document removed)"
         return NumericalError(f"fit_many: model {g} (seed {seeds[g]}, {tops[g]} topics) produced {what} at iteration "
                               f"{n_done + 1}; fit it alone with fit() for the regularizer responsible",

@@ -1,7 +1,7 @@
 """``partial_fit`` for ARTM and PLSA: one step of the online algorithm per call.
 
 Each call is one batch of BigARTM's online algorithm (ARTM sec. 4), the step
-:func:`topicjax.scale.online.batch_step` of :func:`~topicjax.scale.online.fit_online`, with its
+:func:`topicjax.core.online.batch_step` of :func:`topicjax.scale.online.fit_online`, with its
 state kept on the estimator (``online_state_``):
 
 1. Θ of the batch's documents starts from uniform and takes ``doc_passes`` iterations of
@@ -11,7 +11,7 @@ state kept on the estimator (``online_state_``):
    the number of earlier updates; BigARTM's ``tau0`` and ``kappa``), and Φ is the regularized
    M-step (eq. 15) of ``n_wt``.
 
-So ``partial_fit`` over the batches of a store, in order, is :func:`fit_online` over that store
+So ``partial_fit`` over the batches of a store, in order, is ``fit_online`` over that store
 (one pass, ``update_every=1``; tested).  The first call starts from the Φ that :meth:`fit` would
 start from (the same ``random_state``); on a model fitted by :meth:`fit` (or loaded), the first
 call starts from its Φ with no accumulated counts.  Regularizers: those of the online algorithm
@@ -25,6 +25,10 @@ After a call: ``phi_``, ``components_``, ``history_`` (one record per call: ``it
 ``rho``, ``seconds``), ``n_iter_``, ``n_batch_iter_`` (updates so far, as scikit-learn's LDA) and
 everything :meth:`transform` needs.  ``theta_`` is None: the documents of a stream are not kept
 (use :meth:`transform`).
+
+The fitted state of an online fit is built in one place, :meth:`PartialFitMixin._take_online_state`:
+by ``partial_fit`` on the estimator itself, and by :meth:`PartialFitMixin._from_online_state` (a new
+fitted ARTM) for :func:`topicjax.scale.online.fit_online` and the command line's ``fit-online``.
 
 >>> import topicjax as tj
 >>> corpus, _ = tj.datasets.make_bars(n_docs=200, seed=0)
@@ -48,7 +52,7 @@ from topicjax.core import layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.regularizers import Context
-from topicjax.scale import online
+from topicjax.core import online
 
 __all__ = ["PartialFitMixin", "DEFAULT_DOC_PASSES"]
 
@@ -94,7 +98,7 @@ class PartialFitMixin:
         """Update the model with one batch of documents ``X`` (a Corpus or a count matrix); see
         :mod:`topicjax.artm.partial`.  ``y`` is ignored, as by every unsupervised scikit-learn
         estimator (classes are learned by :meth:`fit` only)."""
-        self._check_settings()
+        self._validate_params()
         static = self._online_settings()
         fitted = self.__sklearn_is_fitted__()
         corpus = self._new_corpus(X) if fitted else self._train_corpus(X)
@@ -141,18 +145,31 @@ class PartialFitMixin:
                                  "(learning_offset + updates)^-learning_decay, against full-strength regularizers: a "
                                  "smaller learning_offset or coefficient keeps topics); the model is unchanged",
                                  iteration=it, reason="collapse", state=state)
-        self.online_state_ = new
-        self._store_online(phi, reg, new, names, background, W, T)
-        self.history_ = list(getattr(self, "history_", [])) + [{
+        self._take_online_state(new, reg, names, background, list(getattr(self, "history_", [])) + [{
             "iteration": it, "objective": loglik, "perplexity": float(np.exp(-loglik / corpus.n_tokens)),
-            "rho": rho, "seconds": time.perf_counter() - t0}]
-        self.scores_ = self.history_
-        self.n_iter_ = len(self.history_)
-        self.n_batch_iter_ = int(new.updates)
+            "rho": rho, "seconds": time.perf_counter() - t0}])
         return self
 
-    def _store_online(self, phi, reg, state, names, background, W, T):
-        """The fitted attributes that ``transform``, ``save`` and the views need."""
+    @classmethod
+    def _from_online_state(cls, state: online.OnlineState, reg, *, vocab, history: list, **params):
+        """A fitted estimator holding the result of an online fit: ``state`` (its Φ, counts and
+        update count), ``reg`` (the regularizer it ran with, bound and resolved), the vocabulary
+        of its corpus and its ``history``; ``params`` are the constructor's (``n_components`` is
+        Φ's width).  It transforms, saves, reopens and continues with ``partial_fit`` like a model
+        fitted batch by batch."""
+        model = cls(int(state.phi.shape[1]), **params)
+        model.vocab_ = list(vocab)
+        model.n_features_in_ = len(model.vocab_)
+        names, background = S.topic_structure(int(state.phi.shape[1]), model.background_topics, model.topic_names)
+        model._take_online_state(state, reg, names, background, history)
+        return model
+
+    def _take_online_state(self, state: online.OnlineState, reg, names, background, history: list) -> None:
+        """Every fitted attribute of an online fit (those ``transform``, ``save``, the views and
+        ``partial_fit`` need), from its state: the one place they are set."""
+        phi = np.asarray(state.phi)
+        W = phi.shape[0]
+        self.online_state_ = state
         self.phi_ = phi
         self._online_phi = phi
         self.theta_ = None
@@ -174,4 +191,8 @@ class PartialFitMixin:
         self.regularizer_names_ = list(reg.names)
         self.learned_params_ = [{k: np.asarray(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
                                 for t, p in zip(reg.terms, state.params)]
+        self.history_ = list(history)
+        self.scores_ = self.history_
+        self.n_iter_ = len(self.history_)
+        self.n_batch_iter_ = it
         self._set_components()

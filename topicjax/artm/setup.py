@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import layout
+from topicjax.core import layout, sharding
 from topicjax.core.em import EMAux
 from topicjax.regularizers import LABELS_MODALITY, Context
 from topicjax.regularizers.resolve import topic_index
@@ -164,11 +164,9 @@ def weighted_entries(corpus, row_weights, row_mod, labels=None):
 
 def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
     """The device layout of weighted entries: local (:func:`topicjax.core.layout.prepare`) or,
-    with a ``mesh``, sharded over its devices (:func:`topicjax.scale.distributed.shard`)."""
+    with a ``mesh``, sharded over its devices (:func:`topicjax.core.sharding.shard`)."""
     if mesh is not None:
-        from topicjax.scale.distributed import shard
-
-        return shard(src, mesh, chunk=chunk, dtype=dtype)
+        return sharding.shard(src, mesh, chunk=chunk, dtype=dtype)
     return layout.prepare(src, chunk, dtype=dtype)
 
 

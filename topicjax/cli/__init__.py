@@ -10,7 +10,7 @@ Commands
     Family options: ARTM ``--reg NAME=TAU@START,key=value`` (repeatable, any pool regularizer),
     ``--trajectory default|paper|none``, ``--background``, ``--label-weight``, ``--doc-passes``;
     PTM ``--bic``; TTMM ``--themes``, ``--solver``, ``--batch-size``; LIDA ``--variant``,
-    ``--sampler`` (its ``mode``), ``--burn-in``; PLSA/ARTM ``--devices N`` (documents sharded over
+    ``--sampler``, ``--tokens-per-block``, ``--burn-in``; PLSA/ARTM ``--devices N`` (documents sharded over
     N local devices, :mod:`topicjax.scale.distributed`).
 ``topicjax select-order CORPUS --max-topics M``
     PTM model-order selection (:func:`topicjax.ptm.select_order`): the BIC of every order, the

@@ -8,9 +8,11 @@ import os
 import sys
 import warnings
 
+from topicjax.cli import commands, online, report
 from topicjax.cli.families import add_model_options, add_regularizer_options
 from topicjax.cli.inputs import add_corpus_options
 from topicjax.core import environment
+from topicjax.core.validation import check_int, check_number
 
 __all__ = ["build_parser", "main", "one_line"]
 
@@ -67,13 +69,14 @@ OPTION_RANGES = {
     "min_topics": ("--min-topics", 1, None, True),
     "step": ("--step", 1, None, True),
     "batch_size": ("--batch-size", 1, None, True),
+    "tokens_per_block": ("--tokens-per-block", 1, None, True),
     "passes": ("--passes", 1, None, True),
     "update_every": ("--update-every", 1, None, True),
     "doc_passes": ("--doc-passes", 1, None, True),
     "sparse_start": ("--sparse-start", 0, None, True),
     "min_df": ("--min-df", 1, None, True),
-    "tau0": ("--tau0", 0.0, None, False),
-    "kappa": ("--kappa", 0.0, None, False),
+    "learning_offset": ("--learning-offset", 1.0, None, False),
+    "learning_decay": ("--learning-decay", 0.0, 1.0, False),
     "decorrelation": ("--decorrelation", 0.0, None, False),
 }
 
@@ -82,8 +85,6 @@ def check_options(args) -> None:
     """The numeric options of :data:`OPTION_RANGES` that were given, ``--heldout`` (a share in
     [0, 1)) and ``--encoding``: a ``ValueError`` in the estimators' message shape, naming the
     option."""
-    from topicjax.core.validation import check_int, check_number
-
     for dest, (flag, low, high, integer) in OPTION_RANGES.items():
         value = getattr(args, dest, None)
         if value is not None:
@@ -103,6 +104,7 @@ def check_options(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``topicjax`` argument parser: every command and its options (what ``--help`` prints)."""
     debug = _debug_parent()
     p = argparse.ArgumentParser(prog="topicjax", description="Topic models in JAX.")
     p.add_argument("--debug", dest="debug_all", action="store_true", help="show the full traceback of an error")
@@ -175,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--topics", dest="n_components", type=int, default=None, help="number of topics (default 20)")
     o.add_argument("--passes", type=int, default=1, help="passes over the store (default 1)")
     o.add_argument("--update-every", type=int, default=1, help="batches per update of Φ (default 1)")
-    o.add_argument("--tau0", type=float, default=1024.0, help="step size offset τ0 (default 1024)")
-    o.add_argument("--kappa", type=float, default=0.7, help="step size decay κ (default 0.7)")
+    o.add_argument("--learning-offset", type=float, default=1024.0,
+                   help="step size offset τ0 of ρ = (τ0 + t)^-κ, BigARTM's tau0 (default 1024)")
+    o.add_argument("--learning-decay", type=float, default=0.7,
+                   help="step size decay κ of ρ = (τ0 + t)^-κ, BigARTM's kappa (default 0.7)")
     o.add_argument("--doc-passes", type=int, default=10, help="Θ iterations per batch (default 10)")
     o.add_argument("--seed", dest="random_state", type=int, default=0)
     g = o.add_argument_group("regularizers")
@@ -187,8 +191,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command(name: str):
-    from topicjax.cli import commands, online, report
-
     return {"fit": commands.cmd_fit, "select_order": commands.cmd_select_order, "topics": commands.cmd_topics,
             "evaluate": commands.cmd_evaluate, "report": report.cmd_report, "convert": online.cmd_convert,
             "fit_online": online.cmd_fit_online}[name]

@@ -14,7 +14,13 @@ import numpy as np
 
 from topicjax.cli.families import build_model, option_for
 from topicjax.cli.inputs import read_corpus_args
+from topicjax.core.plain import jsonable
+from topicjax.core.random import check_random_state
+from topicjax.data import datasets
 from topicjax.evaluation import metrics
+from topicjax.persistence import SaveRefusedError, check_save_target, load
+from topicjax.ptm import select_order
+from topicjax.scale.distributed import make_mesh
 
 __all__ = ["check_seed", "check_out", "cmd_fit", "cmd_select_order", "cmd_topics", "cmd_evaluate", "load_model",
            "print_topics", "completion_perplexity", "save_model", "SUMMARY_FILE", "ORDER_FILE", "Steps"]
@@ -49,8 +55,6 @@ class Steps:
 
 
 def load_model(path):
-    from topicjax.persistence import load
-
     return load(path)
 
 
@@ -93,8 +97,6 @@ def _with_option(e: ValueError) -> ValueError:
 
 def check_seed(seed) -> int:
     """``--seed`` checked as the estimators check ``random_state`` (it also splits the corpus)."""
-    from topicjax.core.random import check_random_state
-
     try:
         return check_random_state(seed)
     except ValueError as e:
@@ -103,8 +105,6 @@ def check_seed(seed) -> int:
 
 # ------------------------------------------------------------------------------------- fit
 def _bars_report(phi, true_phi, steps: Steps) -> None:
-    from topicjax.data import datasets
-
     rec = metrics.topic_recovery(phi, true_phi)
     order = [int(m) for m in rec["matching"] if m >= 0]
     order += [t for t in range(phi.shape[1]) if t not in order]
@@ -127,8 +127,6 @@ def _fit_model(model, train, args):
         return model.fit(train)
     import jax
 
-    from topicjax.scale.distributed import make_mesh
-
     if args.model not in ("plsa", "artm"):
         raise ValueError(f"--devices (a sharded fit) is for --model plsa and artm, not {args.model}")
     if args.devices < 1:
@@ -147,8 +145,6 @@ def check_out(out, *inputs) -> None:
     something other than a topicjax model, or a folder that is, holds or lies inside one of
     ``inputs`` (the corpus read, its vocabulary, a batch store), which a save would overwrite or
     mix the model into."""
-    from topicjax.persistence import SaveRefusedError, check_save_target
-
     if not out:
         return
     target = Path(out).resolve()
@@ -182,14 +178,10 @@ def save_model(model, out, steps: Steps) -> None:
 
 def _write_summary(out, summary: dict) -> None:
     if out:
-        from topicjax.persistence import jsonable
-
         (Path(out) / SUMMARY_FILE).write_text(json.dumps(jsonable(summary), indent=1), encoding="utf-8")
 
 
 def cmd_fit(args) -> int:
-    from topicjax.data import datasets
-
     t0 = time.perf_counter()
     check_seed(args.random_state)
     check_out(args.out, args.corpus, args.vocab)
@@ -264,8 +256,6 @@ def cmd_fit(args) -> int:
 
 # ----------------------------------------------------------------------------- select-order
 def cmd_select_order(args) -> int:
-    from topicjax.ptm import select_order
-
     check_seed(args.random_state)
     check_out(args.out, args.corpus, args.vocab)
     corpus = read_corpus_args(args, args.corpus)

@@ -12,6 +12,10 @@ import json
 import re
 from dataclasses import dataclass
 
+from topicjax import regularizers as R
+from topicjax.artm.trajectories import paper_trajectory
+from topicjax.regularizers import REGISTRY, Step
+
 __all__ = ["FAMILIES", "OPTIONS", "add_model_options", "build_model", "parse_regularizer", "regularizers_from_args",
            "option_for", "model_class"]
 
@@ -40,10 +44,11 @@ OPTIONS = (
     Option("--bic", "bic", dict(help="PTM: the BIC, 2014 (eq. 26), 2014-exact or 2020")),
     Option("--themes", "n_themes", dict(type=int, help="TTMM: number of themes J (default 10)")),
     Option("--solver", "solver", dict(help="TTMM: em (default) or sgd")),
-    Option("--batch-size", "batch_size", dict(type=int, help="TTMM: documents per SGD minibatch; LIDA: tokens per "
-                                                             "batch of the parallel sampler")),
+    Option("--batch-size", "batch_size", dict(type=int, help="TTMM: documents per SGD minibatch")),
+    Option("--tokens-per-block", "tokens_per_block", dict(type=int, help="LIDA: tokens per block of documents of "
+                                                                         "the parallel sampler")),
     Option("--variant", "variant", dict(help="LIDA: lida (default), ftm, sstm or lda")),
-    Option("--sampler", "mode", dict(help="LIDA: the sampler mode (its `mode` parameter, e.g. parallel or exact)")),
+    Option("--sampler", "sampler", dict(help="LIDA: the sampler, parallel (default), exact or stale")),
     Option("--burn-in", "burn_in", dict(type=int, help="LIDA: sweeps before posterior averaging")),
 )
 
@@ -143,8 +148,6 @@ def parse_regularizer(spec: str):
     >>> reg.names, tau
     (('sparse_theta',), Step(start=10, value=0.5, before=0))
     """
-    from topicjax.regularizers import REGISTRY, Step
-
     head, *rest = _split_top_level(spec)
     m = _HEAD.match(head)
     if not m:
@@ -183,10 +186,6 @@ def parse_regularizer(spec: str):
 def regularizers_from_args(args, iterations: int) -> list:
     """The ARTM regularizers of ``--reg`` and ``--trajectory`` (every coefficient a number or a
     Step schedule, so the saved model reopens without them)."""
-    from topicjax import regularizers as R
-    from topicjax.artm.trajectories import paper_trajectory
-    from topicjax.regularizers import Step
-
     regs = [parse_regularizer(s) for s in (args.reg or [])]
     start = max(1, iterations // 3)
     if args.trajectory == "paper":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from topicjax.data.corpus import Corpus
+from topicjax.data.formats import corpus_kind, read_corpus
+from topicjax.data.readers.tsv import VOCAB_NAMES, find_table
 
 __all__ = ["add_corpus_options", "read_corpus_args", "FORMAT_CHOICES"]
 
@@ -41,8 +43,6 @@ def _labels_flag(value: str):
 def read_corpus_args(args, path: str, *, min_df: int = 2, say=print) -> Corpus:
     """The corpus at ``path`` read with the options of :func:`add_corpus_options`; notes about
     dropped documents and skipped files are printed with ``say``."""
-    from topicjax.data.formats import corpus_kind, read_corpus
-
     fmt = None if args.format == "auto" else args.format
     kind = fmt or corpus_kind(path)
     kwargs: dict = {"encoding": args.encoding}
@@ -75,8 +75,6 @@ def read_corpus_args(args, path: str, *, min_df: int = 2, say=print) -> Corpus:
 
 
 def _tsv_has_vocab(path, vocab) -> bool:
-    from topicjax.data.readers.tsv import VOCAB_NAMES, find_table
-
     if vocab is not None:
         return True
     table = find_table(path)

@@ -16,6 +16,7 @@ import numpy as np
 
 from topicjax.cli.commands import ORDER_FILE, SUMMARY_FILE, load_model
 from topicjax.evaluation import metrics
+from topicjax.persistence import load_folder
 
 __all__ = ["cmd_report", "score_series", "write_report"]
 
@@ -124,8 +125,6 @@ def _fmt(v) -> str:
 
 def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> list[Path]:
     """Write the report files of the model saved in ``model_dir``; returns their paths."""
-    from topicjax.persistence import load_folder
-
     folder = Path(model_dir)
     model = load_model(folder)
     _, meta = load_folder(folder)

@@ -6,10 +6,15 @@
 * :mod:`~topicjax.core.mstep` -- THE M-step ``normalize((x ⊙ ∇(L + R))₊)``;
 * :mod:`~topicjax.core.em` -- the EM family's state and step (PLSA, ARTM, offline, sharded);
 * :mod:`~topicjax.core.driver` -- one driver (``run``) and one batch driver (``run_many``);
-* :mod:`~topicjax.core.errors` -- :class:`NumericalError`; :mod:`~topicjax.core.random` -- seeds.
+* :mod:`~topicjax.core.errors` -- :class:`NumericalError`; :mod:`~topicjax.core.random` -- seeds;
+* :mod:`~topicjax.core.checkpoint` -- checkpoint and resume of every fit;
+  :mod:`~topicjax.core.environment` -- the ``TOPICJAX_*`` environment variables.
+
+The other modules (numerics, validation, the online step, sharding) are internal.
 """
 
-from topicjax.core import driver, em, errors, estep, kernels, layout, mstep, random
+from topicjax.core import checkpoint, driver, em, environment, errors, estep, kernels, layout, mstep, random
 from topicjax.core.errors import NumericalError
 
-__all__ = ["NumericalError", "driver", "em", "errors", "estep", "kernels", "layout", "mstep", "random"]
+__all__ = ["NumericalError", "checkpoint", "driver", "em", "environment", "errors", "estep", "kernels", "layout", "mstep",
+           "random"]

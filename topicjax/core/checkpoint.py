@@ -9,7 +9,9 @@
   ``order_<M>`` for each order of a PTM sweep), holding the driver's whole state after the last
   checkpointed iteration: the algorithm's state pytree, the stopping rule's last measure, the
   history so far, and the family's host state (an ARTM coefficient table of a schedule of the
-  score history, the random generator of TTMM's SGD document order).
+  score history, the random generator of TTMM's SGD document order); a run of
+  :func:`topicjax.core.driver.run_host` (LIDA's chains, whose arrays change shape as K_max grows)
+  holds its whole state as host values instead (:meth:`RunCheckpoint.save_host`).
 
 The driver writes the run file every ``N`` iterations and once more when the run ends (marked
 finished), each time atomically: a temporary file in ``DIR`` is written, flushed to disk, then
@@ -219,19 +221,22 @@ class RunCheckpoint:
         s_def, s_keys = _leaves_to_arrays(state, "state", arrays)
         p_def, p_keys = _leaves_to_arrays(prev, "prev", arrays)
         host = self.get_host() if self.get_host is not None else {}
+        self._write(arrays, done, has_prev, finished, [s_def, s_keys], [p_def, p_keys], history, host)
+
+    def save_host(self, state: dict, done: int, history: list, finished: bool) -> None:
+        """Save a run of :func:`topicjax.core.driver.run_host`, whose whole state is host values
+        (``state``: JSON values and numpy arrays, of any shapes)."""
+        self._write({}, done, False, finished, None, None, history, state)
+
+    def _write(self, arrays: dict, done, has_prev, finished, state_def, prev_def, history, host) -> None:
         meta = {"done": int(done), "has_prev": bool(has_prev), "finished": bool(finished),
-                "state": [s_def, s_keys], "prev": [p_def, p_keys],
+                "state": state_def, "prev": prev_def,
                 "history": _encode(list(history), arrays, "history"), "host": _encode(host, arrays, "host")}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(self.path, lambda fh: np.savez(fh, **arrays))
 
-    def restore(self, state, prev):
-        """``(state, prev, has_prev, done, history, finished)`` from the file, shaped like the
-        given templates; ``None`` when there is no checkpoint yet."""
-        if not self.path.is_file():
-            return None
-        where = f"checkpoint {self.path}"
+    def _read(self, where: str):
         try:
             with np.load(self.path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
@@ -239,15 +244,38 @@ class RunCheckpoint:
             history = _decode(meta["history"], arrays)
             host = _decode(meta["host"], arrays)
             done, has_prev, finished = int(meta["done"]), bool(meta["has_prev"]), bool(meta["finished"])
-            s_def, s_keys = meta["state"]
-            p_def, p_keys = meta["prev"]
+            state_def, prev_def = meta["state"], meta["prev"]
         except Exception as e:  # a corrupt file: zipfile, JSON, missing keys ...
             raise ValueError(f"{where} is corrupt ({type(e).__name__}: {e}); delete it to start over") from None
+        return arrays, history, host, done, has_prev, finished, state_def, prev_def
+
+    def restore(self, state, prev):
+        """``(state, prev, has_prev, done, history, finished)`` from the file, shaped like the
+        given templates; ``None`` when there is no checkpoint yet."""
+        if not self.path.is_file():
+            return None
+        where = f"checkpoint {self.path}"
+        arrays, history, host, done, has_prev, finished, state_def, prev_def = self._read(where)
+        if state_def is None or prev_def is None:
+            raise ValueError(f"{where} holds a host-level run, not a compiled one: the checkpoint is not of this fit")
+        s_def, s_keys = state_def
+        p_def, p_keys = prev_def
         state = _restore_like(state, "state", arrays, s_def, s_keys, where)
         prev = _restore_like(prev, "prev", arrays, p_def, p_keys, where)
         if self.set_host is not None:
             self.set_host(host)
         return state, prev, has_prev, done, history, finished
+
+    def restore_host(self):
+        """``(state, done, history, finished)`` of a run saved by :meth:`save_host`; ``None``
+        when there is no checkpoint yet."""
+        if not self.path.is_file():
+            return None
+        where = f"checkpoint {self.path}"
+        _, history, host, done, _, finished, state_def, _ = self._read(where)
+        if state_def is not None:
+            raise ValueError(f"{where} holds a compiled run, not a host-level one: the checkpoint is not of this fit")
+        return host, done, history, finished
 
 
 class Checkpoint:

@@ -25,9 +25,16 @@ dict`` (scores computed on the host) runs every ``after_every`` iterations and a
 every ``checkpoint.every`` iterations and at the end, and resumes from a saved one (see
 :mod:`topicjax.core.checkpoint`).
 
+:func:`run_host` is the same loop for an algorithm whose step runs on the host and may change the
+shapes of its state between iterations (LIDA's Gibbs chains grow K_max as topics are born): one
+host-level ``step(state, iteration) -> (state, record)`` per iteration, with the same history
+records, progress bar, :class:`~topicjax.core.errors.NumericalError` on a non-finite value and
+checkpoint schedule as :func:`run`; its state is checkpointed through ``to_host`` /
+``from_host`` (JSON values and numpy arrays of any shape).
+
 :func:`run_many` runs a batch of fits (leading axis of the states and of the arguments marked
 ``batched``) in one compiled call, each exactly as :func:`run_fixed` would run it alone:
-``mode="sequential"`` (one model after the other), ``"vmap"`` (``batch_size`` models side by
+``mode="sequential"`` (one model after the other), ``"vmap"`` (``vmap_size`` models side by
 side), ``"devices"`` (the models spread over the devices of a mesh, each device running its share
 one after the other) or ``"threads"`` (groups of models in host threads, each a compiled call).
 """
@@ -45,8 +52,8 @@ import numpy as np
 from topicjax.core import numerics
 from topicjax.core.errors import NumericalError
 
-__all__ = ["Algorithm", "run", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE", "MODES",
-           "default_mode", "BLOCK", "flatten_records"]
+__all__ = ["Algorithm", "run", "run_host", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE",
+           "MODES", "default_mode", "BLOCK", "flatten_records"]
 
 RUNNING, CONVERGED, NONFINITE, COLLAPSE = 0, 1, 2, 3
 #: Iterations per compiled block of :func:`run` (when no host hook needs every iteration).
@@ -115,6 +122,8 @@ def _block_impl(algo: Algorithm, static, size: int, state, args, prev, has_prev,
 
 
 _block = jax.jit(_block_impl, static_argnames=("algo", "static", "size"))
+# the same program writing the new state into the old state's buffers (``run(..., donate=True)``)
+_block_donating = jax.jit(_block_impl, static_argnames=("algo", "static", "size"), donate_argnames=("state",))
 
 
 def _initial_measure(algo, static, state, args):
@@ -134,7 +143,8 @@ def _to_python(x):
 @numerics.full_precision
 def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0, progress: bool = True,
         desc: str = "fit", before: Callable | None = None, after: Callable | None = None, after_every: int = 1,
-        explain: Callable | None = None, block: int | None = None, checkpoint=None):
+        explain: Callable | None = None, block: int | None = None, checkpoint=None, donate: bool = False,
+        postfix: Callable | None = None):
     """Run ``algo`` from ``state`` to its stopping rule (see the module docstring).
 
     Returns ``(state, history)``: history is a list of dicts, one per iteration, with
@@ -145,11 +155,17 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     ``checkpoint``: a :class:`~topicjax.core.checkpoint.RunCheckpoint`: blocks end at its
     multiples of ``every``, where the state, the last measure, the history and the host state
     are saved; a saved run resumes where it stopped (a finished one returns at once), giving
-    the same state and history as the uninterrupted run.
+    the same state and history as the uninterrupted run.  ``donate=True`` hands ``state``'s
+    buffers to the compiled blocks, which write the new state into them (one copy of the state
+    less at the peak: 0.5 GB for PTM at NYTimes size); the caller must not use ``state`` (or any
+    array it shares with another object) afterwards, and no array of ``state`` may be in ``args``.
+    ``postfix(history) -> dict`` sets the progress bar's postfix after each block (default: the
+    last objective).
     """
     from tqdm.auto import tqdm
 
     max_iter = int(max_iter)
+    block_fn = _block_donating if donate else _block
     # one block size whatever max_iter is (the iterations of a block are a traced count), so a
     # refit with another max_iter reuses the compiled program
     size = 1 if before is not None else int(block or BLOCK)
@@ -174,7 +190,7 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
             if checkpoint is not None:  # ... and where checkpoints are due
                 todo = min(todo, checkpoint.every - done % checkpoint.every)
             t0 = time.perf_counter()
-            new_state, prev, has_prev, n, status, recs = _block(algo, static, size, state, args, prev, has_prev,
+            new_state, prev, has_prev, n, status, recs = block_fn(algo, static, size, state, args, prev, has_prev,
                                                                  todo, tol)
             n, status = int(n), int(status)
             recs = jax.tree.map(np.asarray, recs)
@@ -187,7 +203,8 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
             state = new_state
             bar.update(n)
             if history:
-                bar.set_postfix(objective=f"{history[-1]['objective']:.6g}")
+                bar.set_postfix(**(postfix(history) if postfix is not None
+                                   else {"objective": f"{history[-1]['objective']:.6g}"}))
             if status in (NONFINITE, COLLAPSE):
                 reason = "nonfinite" if status == NONFINITE else "collapse"
                 what = ("non-finite values" if reason == "nonfinite"
@@ -205,6 +222,72 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
                 checkpoint.save(state, prev, has_prev, done, history, finished=last)
             if status == CONVERGED:
                 break
+    finally:
+        bar.close()
+    return state, history
+
+
+def _first_nonfinite(values: dict) -> str | None:
+    """``"name = value"`` of the first real number in ``values`` that is not finite."""
+    for k, v in values.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            continue
+        if not np.isfinite(v):
+            return f"{k} = {v}"
+    return None
+
+
+def run_host(step: Callable, state, *, max_iter: int, progress: bool = True, desc: str = "fit",
+             health: Callable | None = None, postfix: Callable | None = None, checkpoint=None,
+             to_host: Callable | None = None, from_host: Callable | None = None):
+    """Run a host-level algorithm for ``max_iter`` iterations (see the module docstring).
+
+    ``step(state, iteration) -> (state, record)`` does iteration ``iteration`` (1, 2, ...) on the
+    host and may return a state of other shapes than it was given; ``record`` (a dict of Python
+    numbers, ``objective`` among them) becomes the iteration's history entry, between
+    ``iteration`` and ``seconds`` (the wall time of the step).  A non-finite number in the record,
+    or in ``health(state) -> {name: number}`` (values the record does not show), ends the fit with
+    :class:`~topicjax.core.errors.NumericalError` naming it and keeping the last good state (the
+    state the failing step was given: a step that donates its input's buffers, as LIDA's sweeps
+    do, leaves its arrays deleted);
+    ``postfix(state, record) -> dict`` sets the progress bar's postfix (default: the objective).
+    ``checkpoint``: a :class:`~topicjax.core.checkpoint.RunCheckpoint`; the state is saved every
+    ``checkpoint.every`` iterations and after the last as ``to_host(state)`` (JSON values and
+    numpy arrays) and restored as ``from_host(saved, state)``; a saved run resumes at the saved
+    iteration (a finished one returns at once).  Returns ``(state, history)`` as :func:`run`.
+    """
+    from tqdm.auto import tqdm
+
+    max_iter = int(max_iter)
+    history: list[dict] = []
+    done = 0
+    finished = False
+    if checkpoint is not None:
+        if to_host is None or from_host is None:
+            raise ValueError("run_host: a checkpoint needs to_host and from_host")
+        saved = checkpoint.restore_host()
+        if saved is not None:
+            host, done, history, finished = saved
+            state = from_host(host, state)
+    bar = tqdm(total=max_iter, initial=done, desc=desc, disable=not progress, leave=False)
+    try:
+        while done < max_iter and not finished:
+            t0 = time.perf_counter()
+            new, record = step(state, done + 1)
+            bad = _first_nonfinite(record) or (_first_nonfinite(health(new)) if health is not None else None)
+            if bad is not None:
+                raise NumericalError(f"{desc}: iteration {done + 1} produced non-finite values ({bad}); the last "
+                                     "good state is kept in this error's .state", iteration=done + 1,
+                                     reason="nonfinite", blame=bad, state=state)
+            state = new
+            done += 1
+            history.append({"iteration": done, **record, "seconds": time.perf_counter() - t0})
+            last = done == max_iter
+            if checkpoint is not None and (done % checkpoint.every == 0 or last):
+                checkpoint.save_host(to_host(state), done, history, finished=last)
+            bar.update(1)
+            bar.set_postfix(**(postfix(state, record) if postfix is not None
+                               else {"objective": f"{record['objective']:.6g}"}))
     finally:
         bar.close()
     return state, history
@@ -247,7 +330,7 @@ def default_mode() -> str:
     return "devices" if len(jax.local_devices()) > 1 else "sequential"
 
 
-def _many_impl(algo, static, max_iter, mode, batch_size, batched, n_dev, states, args, tol):
+def _many_impl(algo, static, max_iter, mode, vmap_size, batched, n_dev, states, args, tol):
     args_b = tuple(a for a, b in zip(args, batched) if b)
     args_s = tuple(a for a, b in zip(args, batched) if not b)
 
@@ -257,7 +340,7 @@ def _many_impl(algo, static, max_iter, mode, batch_size, batched, n_dev, states,
             merged = tuple(next(it_b) if b else next(it_s) for b in batched)
             return _fixed_impl(algo, static, max_iter, x[0], merged, tol)
 
-        return jax.lax.map(one, (s, ab), batch_size=None if batch_size <= 1 else batch_size)
+        return jax.lax.map(one, (s, ab), batch_size=None if vmap_size <= 1 else vmap_size)
 
     if mode == "devices":
         from jax.sharding import Mesh
@@ -271,18 +354,18 @@ def _many_impl(algo, static, max_iter, mode, batch_size, batched, n_dev, states,
     return run_models(states, args_b, args_s)
 
 
-_many_jit = jax.jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "batch_size", "batched", "n_dev"))
+_many_jit = jax.jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "vmap_size", "batched", "n_dev"))
 
 
 @numerics.full_precision
 def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, max_iter: int, tol: float = 0.0,
-             mode: str | None = None, batch_size: int | None = None, workers: int | None = None):
+             mode: str | None = None, vmap_size: int | None = None, workers: int | None = None):
     """Run the fits of a batch (leading axis ``G`` of ``states`` and of every element of the
     tuple ``args`` whose flag in ``batched`` is True) in one compiled call per device or thread.
 
     Returns ``(states, records, n_iter, status)`` stacked over the models; model ``g`` equals
     :func:`run_fixed` on its own state and arguments (up to float round-off under ``"vmap"``).
-    ``mode``: see the module docstring (default :func:`default_mode`); ``batch_size``: models
+    ``mode``: see the module docstring (default :func:`default_mode`); ``vmap_size``: models
     side by side under ``"vmap"`` (default all); ``workers``: threads under ``"threads"``
     (default: the number of CPU cores).
     """
@@ -318,10 +401,10 @@ def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, ma
             rep = lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)])  # noqa: E731
             states = jax.tree.map(rep, states)
             args = tuple(jax.tree.map(rep, a) if b else a for a, b in zip(args, batched))
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
-                                   or batch_size < 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    bs = G if batch_size is None else min(int(batch_size), G)
+    if vmap_size is not None and (isinstance(vmap_size, bool) or not isinstance(vmap_size, (int, np.integer))
+                                  or vmap_size < 1):
+        raise ValueError(f"vmap_size must be an integer >= 1, got {vmap_size!r}")
+    bs = G if vmap_size is None else min(int(vmap_size), G)
     if mode == "sequential":
         bs = 1
     out = _many_jit(algo, static, max_iter, mode, bs, batched, n_dev, states, args, tol)

@@ -19,7 +19,7 @@ One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) ->
   from uniform, ``k`` iterations of eq. 16 with Φ fixed (half an E-step each), then the full
   regularized step at the final Θ (BigARTM's processor: ``k`` Θ updates, then n_wt).
 
-:data:`ALGORITHM` packages the step for the drivers of :mod:`topicjax.core.driver` (stopping
+:data:`ARTM_EM` packages the step for the drivers of :mod:`topicjax.core.driver` (stopping
 rule on the log-likelihood, per-iteration records on the device, non-finite and collapse checks).
 
 >>> import jax, topicjax as tj
@@ -45,9 +45,10 @@ from jaxtyping import Array, Bool, Float, Int
 from topicjax.core import estep, mstep, numerics
 from topicjax.core.driver import Algorithm
 from topicjax.core.layout import reweight_docs
+from topicjax.regularizers import Context, as_regularizer
 
 __all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "step", "make_step", "infer_theta",
-           "health", "penalties", "theta_passes", "ALGORITHM"]
+           "health", "penalties", "theta_passes", "ARTM_EM"]
 
 
 class EMConfig(NamedTuple):
@@ -209,8 +210,6 @@ def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit:
     >>> state.phi.shape
     (25, 5)
     """
-    from topicjax.regularizers import Context, as_regularizer
-
     reg0 = as_regularizer(regularizers)
 
     def one(state: EMState, data, aux: EMAux | None = None) -> EMState:
@@ -302,4 +301,4 @@ def _algo_health(state, static: EMStatic):
 
 
 #: Regularized EM for the drivers: ``args = (data, reg, aux)``, static :class:`EMStatic`.
-ALGORITHM = Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)
+ARTM_EM = Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)

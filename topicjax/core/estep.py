@@ -38,14 +38,12 @@ from jaxtyping import Array, Float
 
 from topicjax.core import kernels
 from topicjax.core.layout import DocWordCounts
-from topicjax.core.numerics import kahan_add
+from topicjax.core.numerics import EPS, kahan_add
 
 __all__ = ["EPS", "expected_counts", "log_likelihood", "log_likelihood_theta", "sliced_counts", "sliced_counts_models",
            "flat_counts", "block_pieces",
            "CPU_BLOCK_ELEMENTS", "ACCEL_BLOCK_ELEMENTS"]
 
-#: Smallest value a probability is clamped to before a log or a division (float32-safe).
-EPS = 1e-30
 #: Elements (slots x topics) of one E-step block on CPU (1.6 MB of gathered float32 rows).
 #: Smaller blocks pay the per-iteration overhead of the XLA loop (~20 operations per block),
 #: larger ones fall out of cache; see the block-size sweep of experiments/bench_em.py.

@@ -67,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.core import environment
+from topicjax.core.numerics import EPS
 
 __all__ = [
     "EPS",
@@ -87,8 +88,6 @@ __all__ = [
     "estep_counts_models",
 ]
 
-#: Clamp of p before the log and the division; the same value as ``topicjax.core.estep.EPS``.
-EPS = 1e-30
 #: Accepted values of ``TOPICJAX_ESTEP`` and :func:`set_backend`.
 BACKENDS = ("auto", "xla", "ffi")
 

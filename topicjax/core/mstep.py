@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from topicjax.core.estep import EPS
+from topicjax.core.numerics import EPS
 
 __all__ = ["EPS", "clamped", "regularized_counts", "normalize_columns", "m_step", "counts_likelihood"]
 

@@ -23,7 +23,12 @@ import functools
 import jax
 import jax.numpy as jnp
 
-__all__ = ["kahan_add", "two_sum", "df_add", "df_total", "compensated_sum", "full_precision", "MATMUL_PRECISION"]
+__all__ = ["EPS", "kahan_add", "two_sum", "df_add", "df_total", "compensated_sum", "full_precision", "MATMUL_PRECISION"]
+
+#: Smallest value a probability is clamped to before a log or a division (float32-safe): the one
+#: clamp of the E-step (:mod:`topicjax.core.estep` and the fused kernel of
+#: :mod:`topicjax.core.kernels`), the M-step (:mod:`topicjax.core.mstep`) and the regularizers.
+EPS = 1e-30
 
 #: The matrix-product precision of every fit: float32 products in float32 (XLA's default on
 #: NVIDIA GPUs since Ampere is TF32, a 10-bit mantissa).

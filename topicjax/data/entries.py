@@ -1,7 +1,9 @@
-"""The steps that turn coordinate entries (document id, word id, count) into a Corpus's arrays,
-with memory close to the result's own.
+"""The array steps that turn coordinate entries (document id, word id, count) into a Corpus's
+arrays, with memory close to the result's own; and what every reader and the Corpus share below
+them: :class:`CorpusError`, :class:`CorpusWarning`, the size limits (:data:`MAX_ID`,
+:func:`inferred_size_limit`) and :class:`Entries`, what a reader returns.
 
-:meth:`topicjax.data.corpus.Corpus.from_entries` runs them in order:
+:func:`topicjax.data.build.corpus_fields` (``Corpus.from_entries``) runs them in order:
 
 1. :func:`as_numbers` / :func:`integer_ids` -- the ids as an integer array (the caller's array
    itself when it already is one: no copy), with the first bad entry named;
@@ -21,9 +23,13 @@ building a corpus of 70 M non-zeros (NYTimes) peaks at about the caller's arrays
 
 from __future__ import annotations
 
-import numpy as np
+from typing import NamedTuple
 
-__all__ = ["BLOCK", "CorpusError", "as_numbers", "integer_ids", "checked_counts", "check_word_range", "sorted_entries",
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["BLOCK", "CorpusError", "CorpusWarning", "MAX_ID", "MAX_PLACEHOLDER_WORDS", "INFERRED_SLACK",
+           "inferred_size_limit", "first_missing", "Entries", "dense_entries", "csr_entries", "as_numbers", "integer_ids", "checked_counts", "check_word_range", "sorted_entries",
            "present_documents", "renumber", "block_bincount"]
 
 #: entries per block of the blockwise passes (bounds their temporaries to a few tens of MB)
@@ -32,6 +38,95 @@ BLOCK = 1 << 22
 
 class CorpusError(ValueError):
     """Invalid corpus content; the message names the document, line or value that is wrong."""
+
+
+class CorpusWarning(UserWarning):
+    """Content that is read as it is but may not mean what was intended (e.g. two documents of a
+    Vowpal Wabbit file with one name)."""
+
+
+#: Document and word ids are stored as ``int32``: no size (documents, words) may exceed this.
+MAX_ID = int(np.iinfo(np.int32).max)
+
+#: The largest vocabulary of placeholder names ``w0, w1, ...`` made when no vocabulary is given
+#: (a tuple of that many strings costs about 0.3 GB and a second to build): pass the vocabulary
+#: for wider matrices.
+MAX_PLACEHOLDER_WORDS = 1 << 22
+
+#: See :func:`inferred_size_limit`.
+INFERRED_SLACK = 1024
+
+
+def inferred_size_limit(n_seen: int) -> int:
+    """The largest size that may be *inferred* from ids, or read from a file header, when only
+    ``n_seen`` distinct ids occur in the data: ``2 * n_seen + INFERRED_SLACK``.
+
+    A vocabulary inferred from the largest word id (lda-c without a vocabulary,
+    :meth:`Corpus.from_lists` without ``vocab``), a number of documents inferred from the largest
+    document id, integer labels or modalities taken as column indices, or a UCI header's ``D``
+    with ``empty_docs="drop"``: each must stay within this bound of what the data shows, so a
+    single hostile id (``1 99999999999:1``) is an error naming it instead of an allocation of
+    1e11 names.  Ids that never occur are never renumbered silently: a corpus whose ids really
+    are that sparse is read by giving the size explicitly (``vocab``, ``n_words``, ``n_docs``,
+    ``label_names``).
+
+    >>> inferred_size_limit(10)
+    1044
+    """
+    return 2 * int(n_seen) + INFERRED_SLACK
+
+
+def first_missing(present: np.ndarray, n: int) -> int | None:
+    """The smallest of ``0 .. n-1`` not in the sorted distinct ``present`` (None when all are);
+    O(len(present)), never O(n), so that a huge ``n`` costs nothing.
+
+    >>> first_missing(np.array([0, 1, 3]), 5), first_missing(np.array([0, 1]), 2)
+    (2, None)
+    """
+    present = np.asarray(present)
+    k = min(int(present.size), int(n))
+    gaps = np.flatnonzero(present[:k] != np.arange(k))
+    if gaps.size:
+        return int(gaps[0])
+    return k if k < n else None
+
+
+class Entries(NamedTuple):
+    """What a file reader found: coordinate entries and the keywords of
+    :meth:`~topicjax.data.corpus.Corpus.from_entries` (vocabulary, sizes, labels, names...).
+
+    The readers of :mod:`topicjax.data.readers` return this, not a Corpus, so that they sit below
+    :mod:`topicjax.data.corpus`, whose ``Corpus.from_uci`` and siblings call them."""
+
+    doc_ids: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
+    options: dict
+
+
+def dense_entries(matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+    """``(doc_ids, word_ids, counts, shape)`` of the non-zeros of a dense ``(documents, words)``
+    matrix; a non-finite value is an error naming its document and word."""
+    m = np.asarray(matrix)
+    if m.ndim != 2:
+        raise CorpusError(f"expected a 2-d (documents x words) matrix, got shape {m.shape}")
+    if m.dtype.kind == "f" and not np.all(np.isfinite(m)):
+        d, w = np.argwhere(~np.isfinite(m))[0]
+        raise CorpusError(f"document {d}: count {m[d, w]} for word {w} is not finite")
+    d, w = np.nonzero(m)
+    return d, w, m[d, w], m.shape
+
+
+def csr_entries(matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(doc_ids, word_ids, counts)`` of a scipy.sparse ``(documents, words)`` matrix: a CSR
+    matrix's rows without a COO copy of it, any other format through COO."""
+    if matrix.format == "csr":
+        csr = matrix if matrix.has_sorted_indices else matrix.sorted_indices()
+        D = matrix.shape[0]
+        rows = np.repeat(np.arange(D, dtype=np.int32 if D <= MAX_ID else np.int64), np.diff(csr.indptr))
+        return rows, csr.indices, csr.data
+    coo = sp.coo_matrix(matrix)
+    return coo.row, coo.col, coo.data
 
 
 def as_numbers(values, name: str) -> np.ndarray:

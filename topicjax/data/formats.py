@@ -1,4 +1,6 @@
-"""Readers and writers of corpus files; every reader ends in :meth:`Corpus.from_entries`.
+"""Readers and writers of corpus files.  Each reader is the Corpus constructor of its format
+(``read_uci`` is ``Corpus.from_uci``...): it parses with :mod:`topicjax.data.readers` and ends in
+:meth:`Corpus.from_entries`.
 
 Formats
 -------
@@ -74,25 +76,20 @@ True
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.data.corpus import Corpus
 from topicjax.data.readers.common import read_vocab, split_lines
-from topicjax.data.readers.ldac import read_ldac, write_ldac
-from topicjax.data.readers.texts import TEXT_SUFFIXES, describe_files, folder_files, read_text_folder, read_texts
-from topicjax.data.readers.tsv import read_tsv
+from topicjax.data.readers.dispatch import FORMATS, corpus_kind, read_entries
+from topicjax.data.readers.ldac import write_ldac
 from topicjax.data.readers.uci import (
-    DOCWORD_NAME,
     check_uci_documents,
     empty_run_error,
     find_uci,
     parse_uci_entries,
     parse_uci_header,
-    read_uci,
     scan_uci_lines,
     write_uci,
 )
-from topicjax.data.readers.vw import DEFAULT_MODALITY, read_vw, vw_token, write_vw
+from topicjax.data.readers.vw import DEFAULT_MODALITY, vw_token, write_vw
 
 __all__ = [
     "DEFAULT_MODALITY",
@@ -119,71 +116,14 @@ __all__ = [
     "split_lines",
 ]
 
-
-# ---------------------------------------------------------------------- dispatch
-_VW_SUFFIXES = (".vw", ".vw.txt", ".vw.gz", ".vw.txt.gz")
-_LDAC_SUFFIXES = (".ldac", ".dat", ".lda-c", ".ldac.gz", ".dat.gz", ".lda-c.gz")
-_TABLE_SUFFIXES = (".tsv", ".csv", ".json", ".jsonl", ".tsv.gz", ".csv.gz")
-
-#: The formats :func:`read_corpus` knows, by the name ``format=`` takes.
-FORMATS = ("uci", "vw", "ldac", "texts", "tsv")
-
-
-def corpus_kind(path) -> str:
-    """``"uci"``, ``"vw"``, ``"ldac"`` or ``"texts"``: how :func:`read_corpus` reads ``path``
-    when no ``format`` is given (a table, ``"tsv"``, is never chosen by itself)."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist")
-    name = p.name.lower()
-    if p.is_dir():
-        top = [q for q in p.iterdir() if q.is_file() and not q.name.startswith(".")]
-        if any(DOCWORD_NAME.match(q.name) for q in top):
-            return "uci"
-        tables = sorted(q for q in top if q.name.lower().endswith(_TABLE_SUFFIXES))
-        if tables:
-            raise CorpusError(
-                f"{p}: holds {describe_files(p, tables)}, a table rather than a folder of text documents; a table "
-                "of documents, one per line (text[<TAB>partition]<TAB>label, as OCTIS's corpus.tsv), is read when "
-                "asked: format='tsv' (topicjax: --format tsv); to read the files of the folder as documents "
-                "anyway: format='texts' (--format texts)"
-            )
-        known, others = folder_files(p, TEXT_SUFFIXES)
-        if not known:
-            found = f"; it holds {describe_files(p, others)}" if others else " (it is empty)"
-            raise CorpusError(
-                f"{p}: no text documents of a known kind (files named *.txt, *.text or without a suffix){found}"
-            )
-        return "texts"
-    if DOCWORD_NAME.match(p.name):
-        return "uci"
-    if name.endswith(_VW_SUFFIXES):
-        return "vw"
-    if name.endswith(_LDAC_SUFFIXES):
-        return "ldac"
-    if name.endswith((".tsv", ".tsv.gz")):
-        raise CorpusError(f"{p}: a table of documents is read when asked: format='tsv' (topicjax: --format tsv)")
-    raise CorpusError(
-        f"{p}: unknown corpus form; expected a UCI folder or docword.NAME.txt[.gz] file, a Vowpal Wabbit "
-        "file (.vw, .vw.txt), an lda-c file (.ldac, .dat) or a folder of raw text files"
-    )
-
-
-def _read_folder_texts(path, **kwargs) -> Corpus:
-    """A folder of text documents as :func:`read_corpus` reads it: files of a known kind, the
-    others skipped with a :class:`~topicjax.data.corpus.CorpusWarning` naming them."""
-    import warnings
-
-    from topicjax.data.corpus import CorpusWarning
-
-    if "suffixes" not in kwargs:
-        kwargs["suffixes"] = TEXT_SUFFIXES
-        _, others = folder_files(path, TEXT_SUFFIXES)
-        if others:
-            warnings.warn(f"{path}: {len(others)} file(s) of other kinds skipped ({describe_files(path, others)}); "
-                          "text documents are files named *.txt, *.text or without a suffix", CorpusWarning,
-                          stacklevel=3)
-    return read_text_folder(path, **kwargs)
+# The readers, one per format: each is the Corpus constructor of its format (one implementation;
+# the parsing is in topicjax.data.readers, whose functions return entries, not a Corpus).
+read_uci = Corpus.from_uci
+read_vw = Corpus.from_vw
+read_ldac = Corpus.from_ldac
+read_texts = Corpus.from_texts
+read_text_folder = Corpus.from_text_folder
+read_tsv = Corpus.from_tsv
 
 
 def read_corpus(path, format: str | None = None, **kwargs) -> Corpus:
@@ -201,13 +141,4 @@ def read_corpus(path, format: str | None = None, **kwargs) -> Corpus:
     Keywords go to the chosen reader.  A path of any other form is a :class:`CorpusError`; a
     missing path a :class:`FileNotFoundError`.
     """
-    if format is None:
-        kind = corpus_kind(path)
-    elif format in FORMATS:
-        if not Path(path).exists():
-            raise FileNotFoundError(f"{path} does not exist")
-        kind = format
-    else:
-        raise ValueError(f"format must be one of {FORMATS} or None, got {format!r}")
-    reader = {"uci": read_uci, "vw": read_vw, "ldac": read_ldac, "texts": _read_folder_texts, "tsv": read_tsv}[kind]
-    return reader(path, **kwargs)
+    return Corpus._read(read_entries(path, format, **kwargs))

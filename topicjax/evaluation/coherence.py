@@ -29,14 +29,14 @@ or a list of ``W x T_g``), as fitted models (``phi_`` and ``vocab_``), as word l
 arrays.  The counts of the union of all top words are computed once, on the device, and every
 topic of every model is scored in one batched call (float64).
 
->>> from topicjax.evaluation.coherence import coherence
+>>> from topicjax.evaluation.coherence import reference_coherence
 >>> from topicjax.evaluation.reference_texts import ReferenceTexts
 >>> ref = ReferenceTexts.from_token_lists([["a", "b"], ["a", "x", "b"], ["a", "c"], ["b"]])
 >>> # documents: P(a) = P(b) = 3/4, P(a, b) = 2/4, P(a, c) = 1/4; UMass log(P(a, w) / P(a))
->>> coherence([["a", "b"], ["a", "c"]], ref, measure="u_mass").round(4).tolist()  # log 2/3, log 1/3
+>>> reference_coherence([["a", "b"], ["a", "c"]], ref, measure="u_mass").round(4).tolist()  # log 2/3, log 1/3
 [-0.4055, -1.0986]
 >>> # windows of 2: [a b] [a x] [x b] [a c] [b]; P(a) = 3/5, P(b) = 3/5, P(a, b) = 1/5
->>> coherence([["a", "b"]], ref, measure="c_uci", window=2).round(4).tolist()  # log (1/5) / (9/25)
+>>> reference_coherence([["a", "b"]], ref, measure="c_uci", window=2).round(4).tolist()  # log (1/5) / (9/25)
 [-0.5878]
 """
 
@@ -51,7 +51,7 @@ import numpy as np
 
 from .window_counts import COUNTINGS, window_counts
 
-__all__ = ["coherence", "topic_word_ids", "MEASURES", "DEFAULT_WINDOWS", "EPSILON"]
+__all__ = ["reference_coherence", "topic_word_ids", "MEASURES", "DEFAULT_WINDOWS", "EPSILON"]
 
 #: Default window of each measure (gensim's ``SLIDING_WINDOW_SIZES``); ``None``: whole documents.
 DEFAULT_WINDOWS = {"c_v": 110, "c_npmi": 10, "c_uci": 10, "u_mass": None}
@@ -115,7 +115,7 @@ def topic_word_ids(topics, ref_vocab: Sequence[str], *, vocab=None, top_n: int =
 
     Returns ``(groups, shape)``: ``groups`` is a list of ``(ids (T_g, k), removed (T_g,))``, one
     per model, and ``shape`` says how to return the scores: ``"flat"`` (one model, ``(T,)``),
-    ``"stacked"`` (``(G, T)``) or ``"list"`` (a list of ``(T_g,)``).  See :func:`coherence` for
+    ``"stacked"`` (``(G, T)``) or ``"list"`` (a list of ``(T_g,)``).  See :func:`reference_coherence` for
     the accepted forms of ``topics``.
     """
     ref_vocab = tuple(ref_vocab)
@@ -207,7 +207,7 @@ def _chunks(ids: np.ndarray, max_union: int):
     yield start, ids.shape[0]
 
 
-def coherence(
+def reference_coherence(
     topics,
     reference,
     *,

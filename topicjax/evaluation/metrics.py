@@ -13,7 +13,7 @@ nnz x T array is built.
 * coherence from document co-occurrence: :func:`coherence` with ``measure="pmi"`` (ARTM eq. 58),
   ``"npmi"`` or ``"umass"`` (PTM eq. 33), over the top-k words or over each topic's kernel
   (document co-occurrence measures; the sliding-window reference measures C_V, C_NPMI, C_UCI and
-  gensim's mean UMass are :func:`topicjax.evaluation.coherence.coherence`);
+  gensim's mean UMass are :func:`topicjax.evaluation.coherence.reference_coherence`);
 * structure: :func:`sparsity`, :func:`background_ratio` (ARTM eq. 57), :func:`kernel_scores`
   (ARTM sec. 5: kernel size, purity, contrast with δ = 0.25), :func:`top_words`;
 * labels: :func:`class_consistency` (PTM eq. 34-35);
@@ -34,8 +34,10 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from topicjax.core import em, layout
 from topicjax.core.validation import check_int
 from topicjax.data.corpus import Corpus
+from topicjax.regularizers import as_regularizer
 
 __all__ = [
     "log_likelihood",
@@ -102,9 +104,6 @@ def perplexity(phi, theta, corpus: Corpus) -> float:
 
 def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     """Θ (T x D) of the documents of ``observed`` with Φ fixed: EM on Θ only (ARTM eq. 16)."""
-    from topicjax.core import em, layout
-    from topicjax.regularizers import as_regularizer
-
     phi = np.asarray(phi)
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
@@ -236,7 +235,7 @@ def coherence(
     These are the papers' measures over whole documents of a bag of words, not the
     sliding-window measures of Röder et al. (2015): for C_V, C_NPMI, C_UCI and gensim's UMass (a
     mean with ε = 1e-12, where ``"umass"`` here is PTM eq. 33's sum with +1 smoothing) use
-    :func:`topicjax.evaluation.coherence.coherence`.
+    :func:`topicjax.evaluation.coherence.reference_coherence`.
 
     * ``measure="pmi"``: mean PMI over word pairs (ARTM eq. 58), PMI(w, w') =
       log(D·S(w, w') / (S(w)·S(w'))); pairs never seen together are skipped (``eps=0``) or scored

@@ -24,6 +24,7 @@ def check_fitted(model) -> None:
 
 
 def model_vocab(model) -> list[str]:
+    """The fitted model's vocabulary (``vocab_``) as a list of strings, in the order of Φ's rows."""
     check_fitted(model)
     return [str(w) for w in model.vocab_]
 

@@ -72,7 +72,7 @@ instead from a sparse Θ̄ drawn from the IBP prior.
 2. Word activations (SSTM, LIDA), the same way over the V x K_max matrix, with topics as the
    customers of the IBP (K* live topics): eq. (32) (infinite vocabulary) or the finite-vocabulary
    eq. (34), and Poisson(κ̃_k) new words per topic from eq. (33) (infinite vocabulary).
-3. Topic assignments z by eq. (35)-(38) (:mod:`~topicjax.lida.sampler`), ``mode`` =
+3. Topic assignments z by eq. (35)-(38) (:mod:`~topicjax.lida.sampler`), ``LIDA(sampler=...)`` =
 
    * ``"parallel"`` (default): documents in parallel, each document's counts exact token by
      token, n_vk and n_k refreshed between blocks of documents (the AD-LDA approximation, named and
@@ -105,23 +105,15 @@ of the token id seeded per sweep (batch) by ``jax.random``.
 >>> import topicjax as tj
 >>> from topicjax.lida import LIDA
 >>> corpus, _ = tj.datasets.make_bars(n_docs=100, seed=0)
->>> model = LIDA("lda", n_components=10, max_iter=20, random_state=0, progress=False).fit(corpus)
+>>> model = LIDA(10, variant="lda", max_iter=20, random_state=0, progress=False).fit(corpus)
 >>> model.phi_.shape, model.theta_.shape
 ((25, 10), (10, 100))
 """
 
-from .evaluate import Averages, accumulate, add_sample, enumerate_lda_posterior, fold_in, loglik, sample_means
-from .hyper import hyper_update
-from .ibp import (ibp_log_likelihood, ibp_mass, ibp_sample, log_marginal_w, log_marginal_z, log_ratio_add_empty,
-                  topic_activation_logodds, word_activation_logodds)
-from .layout import Blocks, make_blocks
+# The estimator and the CPU kernel's switches (kernel.set_backend, kernel.set_threads) are public;
+# the sampler's pieces (state, sweeps, IBP closed forms, posterior sums) are imported from their
+# modules by the estimator and the tests.
+from . import kernel
 from .model import LIDA
-from .sampler import sweep
-from .state import HYPER, MODES, VARIANTS, Config, State, Tokens, grow_state, init_state, make_tokens
 
-__all__ = [
-    "LIDA", "VARIANTS", "MODES", "HYPER", "Config", "State", "Tokens", "Blocks", "make_tokens", "make_blocks",
-    "init_state", "grow_state", "ibp_sample", "sweep", "hyper_update", "log_marginal_z", "log_marginal_w",
-    "ibp_log_likelihood", "ibp_mass", "log_ratio_add_empty", "topic_activation_logodds", "word_activation_logodds",
-    "enumerate_lda_posterior", "sample_means", "accumulate", "add_sample", "Averages", "fold_in", "loglik",
-]
+__all__ = ["LIDA", "kernel"]

@@ -21,8 +21,8 @@ from .draw import inverse_cdf
 from .parallel import denominator
 from .state import Config, State, canonical
 
-__all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik", "collapsed_loglik", "no_evidence",
-           "fold_in", "enumerate_lda_posterior"]
+__all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik_tokens", "collapsed_loglik", "no_evidence",
+           "gibbs_fold_in", "enumerate_lda_posterior"]
 
 
 class Averages(NamedTuple):
@@ -95,52 +95,34 @@ def accumulate(avg: Averages | None, state: State, cfg: Config) -> Averages:
     return add_sample(avg, *sample_means(state, cfg))
 
 
-#: entries (or tokens) per block of the blockwise evaluations: temporaries of BLOCK x K floats
+#: tokens per block of the blockwise evaluations: temporaries of BLOCK x K floats
 BLOCK = 1 << 16
 
 
-def blocks(*arrays, block: int = BLOCK, fill=0):
-    """Host arrays of one length as device arrays of shape (n_blocks, block), padded with ``fill``
-    (the entries of a blockwise evaluation; padding must contribute nothing)."""
-    n = int(np.asarray(arrays[0]).shape[0])
-    n_blocks = max(1, -(-n // block))
-    out = []
-    for a in arrays:
-        a = np.asarray(a)
-        padded = np.full(n_blocks * block, fill, a.dtype)
-        padded[:n] = a
-        out.append(jnp.asarray(padded.reshape(n_blocks, block)))
-    return tuple(out)
-
-
-def loglik_block(n: int) -> int:
-    """Entries per block of :func:`loglik` for ``n`` entries: :data:`BLOCK`, or the power of two
-    that holds them all when that is smaller (a small corpus is not padded to a large block)."""
-    return min(BLOCK, 1 << max(0, int(n) - 1).bit_length())
-
-
-def loglik_args(corpus):
-    """The entries of ``corpus`` for :func:`loglik`: (doc ids, word ids, counts) in blocks of
-    :func:`loglik_block` entries (padding has count 0)."""
-    d, w, c = blocks(corpus.doc_ids, corpus.word_ids, corpus.counts.astype(np.float32), block=loglik_block(corpus.nnz))
-    return d, w, c
-
-
 @jax.jit
-def loglik(phi, theta, doc_ids, word_ids, counts):
-    """Σ n_dw log Σ_k φ_wk θ_dk (eq. 4 of ARTM, the training log-likelihood of a point estimate),
-    ``phi`` (W x K), ``theta`` (D x K), the entries in blocks (:func:`loglik_args`, or 1-d arrays):
-    one block of B x K products at a time, block totals summed with compensation, so memory does
-    not grow with non-zeros x K (at NYTimes size the unblocked product wanted 60 GB)."""
-    if doc_ids.ndim == 1:
-        doc_ids, word_ids, counts = doc_ids[None], word_ids[None], counts[None]
+def loglik_tokens(phi, theta, doc, word):
+    """Σ n_dw log Σ_k φ_wk θ_dk (eq. 4 of ARTM, the training log-likelihood of a point estimate)
+    summed over the token stream (a token is an entry of count 1: Σ_i log Σ_k φ_{w_i k} θ_{d_i k}),
+    ``phi`` (W x K), ``theta`` (D x K): the fit's own ``doc`` / ``word`` arrays, so no copy of the
+    corpus's entries is held for it (12 bytes per non-zero, 0.75 GB at NYTimes size), and one block
+    of :data:`BLOCK` x K products at a time, so memory does not grow with tokens x K (at NYTimes
+    size the unblocked product wanted 60 GB).  Blocks are sliced out of the stream (the last shifted
+    back to fit, counting only its new tokens); block totals are summed with compensation."""
+    N = doc.shape[0]
+    blk = max(1, min(BLOCK, N))
+    n_blocks = -(-N // blk)
 
-    def one(args):
-        d, w, c = args
+    def body(i, totals):
+        start = i * blk
+        s0 = jnp.minimum(start, N - blk)
+        d = jax.lax.dynamic_slice_in_dim(doc, s0, blk)
+        w = jax.lax.dynamic_slice_in_dim(word, s0, blk)
         p = jnp.sum(phi[w] * theta[d], axis=1)
-        return jnp.sum(jnp.where(c > 0, c * jnp.log(jnp.maximum(p, 1e-30)), 0.0))
+        new = (s0 + jnp.arange(blk)) >= start
+        return totals.at[i].set(jnp.sum(jnp.where(new, jnp.log(jnp.maximum(p, 1e-30)), 0.0)))
 
-    hi, lo = compensated_sum(jax.lax.map(one, (doc_ids, word_ids, counts)))
+    totals = jax.lax.fori_loop(0, n_blocks, body, jnp.zeros((n_blocks,), phi.dtype))
+    hi, lo = compensated_sum(totals)
     return hi + lo
 
 
@@ -172,7 +154,7 @@ def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool
     """Topic proportions of a document without tokens, float64 ``(T,)``.
 
     LDA, SSTM (every topic in every document): θ = α / (T α), uniform.  FTM, LIDA: what the
-    document-completion sampler (:func:`fold_in`) averages for such a document: with no tokens
+    document-completion sampler (:func:`gibbs_fold_in`) averages for such a document: with no tokens
     the topics are independent, θ̄_k ~ Bernoulli(p_k), p_k = (c_k − σ)/(D + δ) (eq. 29 with the
     D training documents as the other customers, c_k of them using topic k, no likelihood term),
     and θ_k = θ̄_k / Σ_j θ̄_j (eq. 46 with n_d = 0), so
@@ -202,8 +184,8 @@ def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool
 
 # ============================================================================ document completion
 @partial(jax.jit, static_argnames=("n_sweeps", "burn_in", "focused"))
-def fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d, n_docs_arr,
-             n_sweeps: int, burn_in: int, focused: bool):
+def gibbs_fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d, n_docs_arr,
+                   n_sweeps: int, burn_in: int, focused: bool):
     """Sample the topics of new documents with Φ fixed (exact sequential sweeps) and return the
     average of θ (46) over the sweeps after ``burn_in`` (T x D).  With topic masks, θ̄ of the new
     documents is sampled by (29) with the training documents as the other customers."""

@@ -131,6 +131,13 @@ def _ibp_hyper(k_mass, k_conc, sampled, names, prior, counts, n_features, n_cust
     return mass, conc
 
 
+def _by_tokens(tokens, table) -> bool:
+    """Whether a count histogram is cheaper over the tokens than over the table's cells (the two
+    give the same histogram; the tokens' way gathers an ``(N,)`` temporary, the table's reads
+    ``D x K_max`` or ``V x K_max`` cells)."""
+    return tokens is not None and table.size > tokens.word.shape[0]
+
+
 def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
     """Sec. 4.5: α, β (39)-(40) by slice sampling, η, γ conjugate Gamma, δ, ξ by MH on (41)-(43)."""
     ks = jax.random.split(key, 6)
@@ -141,8 +148,8 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
         # eq. (23) from the histogram of the counts n_kd: O(D + max n_kd) per evaluation
         hist = None
         if cfg.max_doc_len:
-            hist = (count_histogram(state.n_dk, cfg.max_doc_len + 1) if tokens is None else
-                    token_count_histogram(state.n_dk[tokens.doc, state.z], cfg.max_doc_len + 1))
+            hist = (token_count_histogram(state.n_dk[tokens.doc, state.z], cfg.max_doc_len + 1)
+                    if _by_tokens(tokens, state.n_dk) else count_histogram(state.n_dk, cfg.max_doc_len + 1))
         # int32 sums (the default, int64 under JAX_ENABLE_X64, would convert the D x K tables)
         m = jnp.sum(state.theta_bar, axis=1, dtype=jnp.int32).astype(jnp.float32)
         n_d = jnp.sum(state.n_dk, axis=1, dtype=jnp.int32).astype(jnp.float32)
@@ -165,8 +172,8 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
         M = jnp.where(live, M, 0)
         hist = None
         if cfg.max_word_count:
-            hist = (count_histogram(state.n_wk, cfg.max_word_count + 1) if tokens is None else
-                    token_count_histogram(state.n_wk[tokens.word, state.z], cfg.max_word_count + 1))
+            hist = (token_count_histogram(state.n_wk[tokens.word, state.z], cfg.max_word_count + 1)
+                    if _by_tokens(tokens, state.n_wk) else count_histogram(state.n_wk, cfg.max_word_count + 1))
         Mf = jnp.maximum(M.astype(jnp.float32), 1.0)
         nk = state.n_k.astype(jnp.float32)
 
@@ -199,7 +206,8 @@ def _hyper_jit(state: State, key, cfg: Config, tokens) -> State:
 
 def hyper_update(state: State, key, cfg: Config, tokens=None) -> State:
     """The hyperparameter step of Algorithm 1 (sec. 4.5), for the names in ``cfg.sample``.  With
-    ``tokens`` the count histograms of the α, β updates are taken over the tokens (O(N))."""
+    ``tokens`` the count histograms of the α, β updates are taken over the tokens (O(N)) where
+    that is cheaper than over the count table (more cells than tokens)."""
     return _hyper_jit(state, key, canonical(cfg), tokens) if cfg.sample else state
 
 

@@ -14,7 +14,7 @@ where a count moves.  The results follow the same distribution as the XLA sweep;
 
 Selecting it (decided when the sweep is traced):
 
-* ``TOPICJAX_LIDA=auto`` (default): the kernel on CPU when it is built, for ``mode="parallel"`` with
+* ``TOPICJAX_LIDA=auto`` (default): the kernel on CPU when it is built, for ``sampler="parallel"`` with
   ``mh_steps=0`` (its only draw); the XLA sweep otherwise;
 * ``TOPICJAX_LIDA=xla``: always the XLA sweep; ``TOPICJAX_LIDA=ffi``: the kernel (an error where
   it cannot run);

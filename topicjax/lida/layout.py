@@ -28,10 +28,11 @@ class Blocks(NamedTuple):
     """Index arrays of the parallel sweep: ``nb`` blocks of ``B`` lanes of ``Lb`` token slots, at
     most ``C`` documents per block (``N``, ``C``, ``D`` mark padding)."""
 
-    tok: jax.Array  # (nb, Lb, B) int32 token id
-    loc: jax.Array  # (nb, Lb, B) int32 row of the token's document among the block's documents
-    start: jax.Array  # (nb, Lb, B) int32 lane position of the first token of the document
-    run: jax.Array  # (nb, Lb, B) int32 lane position of the first token of the run (same document and word)
+    # the lane layout (None where only the compiled kernel sweeps: ``make_blocks(lanes_layout=False)``)
+    tok: jax.Array | None  # (nb, Lb, B) int32 token id
+    loc: jax.Array | None  # (nb, Lb, B) int32 row of the token's document among the block's documents
+    start: jax.Array | None  # (nb, Lb, B) int32 lane position of the first token of the document
+    run: jax.Array | None  # (nb, Lb, B) int32 lane position of the first token of the run (same document and word)
     docs: jax.Array  # (nb, C) int32 documents of the block
     run_shift: jax.Array  # () int32 power of two above twice the longest run (packing of run deltas)
 
@@ -45,9 +46,12 @@ def run_starts(doc: np.ndarray, word: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(np.where(new, np.arange(word.size), 0))
 
 
-def make_blocks(n_d, word, block_tokens: int, lanes: int | None = None, max_lanes: int = 1024) -> Blocks:
+def make_blocks(n_d, word, block_tokens: int, lanes: int | None = None, max_lanes: int = 1024, *,
+                lanes_layout: bool = True) -> Blocks:
     """Blocks of about ``block_tokens`` tokens of consecutive documents, each packed into ``lanes``
-    lanes (default: as many as fit documents of the longest length, at most ``max_lanes``)."""
+    lanes (default: as many as fit documents of the longest length, at most ``max_lanes``).
+    ``lanes_layout=False``: only the blocks' documents (``tok``, ``loc``, ``start``, ``run`` are
+    None), which is all the compiled kernel reads."""
     n_d = np.asarray(n_d, np.int64)
     word = np.asarray(word)
     if block_tokens < 1:
@@ -64,12 +68,18 @@ def make_blocks(n_d, word, block_tokens: int, lanes: int | None = None, max_lane
     B = int(lanes) if lanes is not None else int(np.clip(per_block.max() // L_max, 1, max_lanes))
     if B < 1:
         raise ValueError(f"lanes must be a positive integer, got {lanes!r}")
+    first = np.searchsorted(block_of, np.arange(nb + 1))  # members of block b: docs[first[b]:first[b+1]]
+    if not lanes_layout:
+        members_a = np.full((nb, int(np.diff(first).max())), D, np.int32)
+        for b in range(nb):
+            members_a[b, :first[b + 1] - first[b]] = docs[first[b]:first[b + 1]]
+        return Blocks(None, None, None, None, jnp.asarray(members_a), jnp.asarray(0, jnp.int32))
     lane = np.zeros(D, np.int64)
     pos = np.zeros(D, np.int64)
     loc = np.zeros(D, np.int64)
     Lb, C = 1, 1
     for b in range(nb):
-        members = docs[block_of == b]
+        members = docs[first[b]:first[b + 1]]
         loc[members] = np.arange(members.size)
         C = max(C, members.size)
         heap = [(0, i) for i in range(B)]
@@ -78,26 +88,33 @@ def make_blocks(n_d, word, block_tokens: int, lanes: int | None = None, max_lane
             lane[d], pos[d] = i, load
             heapq.heappush(heap, (load + int(n_d[d]), i))
         Lb = max(Lb, max(load for load, _ in heap))
-    doc = np.repeat(np.arange(D), n_d)
-    j = np.arange(N) - off[doc]  # position of the token in its document
-    rs = run_starts(doc, word)
-    blk = np.zeros(D, np.int64)
-    blk[docs] = block_of
     tok = np.full((nb, Lb, B), N, np.int32)
     loc_a = np.full((nb, Lb, B), C, np.int32)
     start = np.zeros((nb, Lb, B), np.int32)
     run = np.full((nb, Lb, B), -1, np.int32)
-    where = (blk[doc], pos[doc] + j, lane[doc])
-    tok[where] = np.arange(N)
-    loc_a[where] = loc[doc]
-    start[where] = pos[doc]
-    run[where] = pos[doc] + (rs - off[doc])
-    members = np.full((nb, C), D, np.int32)
-    members[blk[docs], loc[docs]] = docs
-    longest_run = int(np.max(np.arange(N) - rs)) + 1
+    members_a = np.full((nb, C), D, np.int32)
+    longest_run = 1
+    # the slots are filled a block at a time: the temporaries are those of one block's tokens
+    for b in range(nb):
+        members = docs[first[b]:first[b + 1]]
+        members_a[b, :members.size] = members
+        t0, t1 = int(off[members[0]]), int(off[members[-1] + 1])  # a block's documents are consecutive
+        doc = np.repeat(members, n_d[members])
+        j = np.arange(t0, t1) - off[doc]  # position of the token in its document
+        rs = run_starts(doc, word[t0:t1]) + t0  # runs never cross documents
+        longest_run = max(longest_run, int(np.max(np.arange(t0, t1) - rs)) + 1)
+        where = (b, pos[doc] + j, lane[doc])
+        tok[where] = np.arange(t0, t1)
+        loc_a[where] = loc[doc]
+        start[where] = pos[doc]
+        run[where] = pos[doc] + (rs - off[doc])
     shift = 1 << (2 * longest_run + 2).bit_length()
     if Lb * shift >= 2**31:
         raise ValueError(f"a block lane of {Lb} tokens with runs of {longest_run} tokens of one word in one "
-                         "document does not fit the packed run counters; use smaller blocks (batch_size)")
-    return Blocks(jnp.asarray(tok), jnp.asarray(loc_a), jnp.asarray(start), jnp.asarray(run),
-                  jnp.asarray(members), jnp.asarray(shift, jnp.int32))
+                         "document does not fit the packed run counters; use smaller blocks (tokens_per_block)")
+    host = [tok, loc_a, start, run, members_a]
+    del tok, loc_a, start, run, members_a
+    out = []
+    while host:  # each host array is released once it is on the device
+        out.append(jnp.asarray(host.pop(0)))
+    return Blocks(*out, jnp.asarray(shift, jnp.int32))

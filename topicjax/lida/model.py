@@ -3,21 +3,23 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core import driver
 from topicjax.core import validation as V
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
 from topicjax.estimator import TopicModelBase
 from topicjax.persistence import ArraySpec, SavedModelError
-from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, fold_in, loglik, loglik_args, no_evidence, sample_means
+from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, gibbs_fold_in, loglik_tokens, no_evidence, sample_means
 from .hyper import hyper_update
+from . import kernel
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
@@ -26,19 +28,31 @@ from .validators import check_memory, discount, gamma_prior, hyper_names, topic_
 __all__ = ["LIDA"]
 
 
-def _chain_to_host(state: State, cfg: Config, avg, trace: dict) -> dict:
+class _Chain(NamedTuple):
+    """The state of a chain between sweeps, for :func:`topicjax.core.driver.run_host`: the sampler
+    state and its configuration (K_max and the phantom rows grow), the posterior sums (``None``
+    before the burn-in ends) and the hyperparameter trace (one list per hyperparameter)."""
+
+    state: State
+    cfg: Config
+    avg: Averages | None
+    trace: dict
+
+
+def _chain_to_host(chain: _Chain) -> dict:
     """What a checkpoint keeps of a chain (numpy arrays and JSON values; K_max may have grown)."""
+    state, cfg, avg, trace = chain
     return {"state": {f: np.asarray(getattr(state, f)) for f in State._fields},
             "n_topics": int(cfg.n_topics), "n_rows": int(cfg.n_rows), "trace": trace,
             "avg": None if avg is None else {f: np.asarray(getattr(avg, f)) for f in Averages._fields}}
 
 
-def _chain_from_host(host: dict, cfg: Config):
-    """``(state, cfg, avg, trace)`` of a checkpointed chain (:func:`_chain_to_host`)."""
+def _chain_from_host(host: dict, cfg: Config) -> _Chain:
+    """The chain of a checkpoint (:func:`_chain_to_host`), ``cfg`` completed with its sizes."""
     state = State(**{f: jnp.asarray(host["state"][f]) for f in State._fields})
     cfg = replace(cfg, n_topics=int(host["n_topics"]), n_rows=int(host["n_rows"]))
     avg = None if host["avg"] is None else Averages(**{f: jnp.asarray(host["avg"][f]) for f in Averages._fields})
-    return state, cfg, avg, {h: list(v) for h, v in host["trace"].items()}
+    return _Chain(state, cfg, avg, {h: list(v) for h, v in host["trace"].items()})
 
 
 class LIDA(TopicModelBase):
@@ -46,16 +60,18 @@ class LIDA(TopicModelBase):
 
     Parameters
     ----------
-    variant: ``"lida"``, ``"ftm"``, ``"sstm"`` or ``"lda"`` (table in the :mod:`topicjax.lida` docstring).
     n_components: K_max, the number of topic slots (LDA/SSTM: the number of topics; LIDA/FTM: the
-        truncation, grown automatically with ``grow="auto"``).
+        truncation, grown automatically with ``grow="auto"``); the only positional parameter,
+        ``LIDA(50, variant="ftm")``.
+    variant: ``"lida"`` (default), ``"ftm"``, ``"sstm"`` or ``"lda"`` (table in the
+        :mod:`topicjax.lida` docstring); keyword-only.
     max_iter: number of sweeps; ``burn_in``: sweeps before posterior averaging (default half).
-    mode: ``"parallel"`` (default: documents in parallel with their own counts exact token by token,
-        the shared word-topic counts refreshed between blocks of documents, the AD-LDA
+    sampler: ``"parallel"`` (default: documents in parallel with their own counts exact token by
+        token, the shared word-topic counts refreshed between blocks of documents, the AD-LDA
         approximation; :mod:`topicjax.lida.parallel`), ``"exact"`` (the sequential collapsed Gibbs
         sweep, the reference) or ``"stale"`` (**approximate**: every token of a batch sees the
         counts of the batch start, its own document's included; kept for comparison only).
-    batch_size: tokens per block of documents (``"parallel"``: the documents of a block are
+    tokens_per_block: tokens per block of documents (``"parallel"``: the documents of a block are
         sampled in parallel; one document per block makes the sweep exact) or per batch
         (``"stale"``).  Default: a sixteenth of the corpus, at most 65,536 (``"parallel"``; the
         approximation grows with the share of the corpus in one block), 65,536 (``"stale"``).
@@ -88,8 +104,10 @@ class LIDA(TopicModelBase):
     progress: tqdm progress bar over sweeps.
 
     Every parameter is validated when ``fit`` starts (``_constraints``,
-    :mod:`topicjax.core.validation`).  :meth:`fit_many` (seeds and parameter grids, e.g.
-    ``params={"alpha": [...]}``) runs the chains one after the other (or in threads) on the host:
+    :mod:`topicjax.core.validation`, then :meth:`_validate_params`).  :meth:`fit` runs the chain on
+    the one driver's host loop (:func:`topicjax.core.driver.run_host`: progress, history,
+    ``NumericalError`` and checkpoints as for every family).  :meth:`fit_many` (seeds and
+    parameter grids, e.g. ``params={"alpha": [...]}``) runs the chains one after the other (or in threads) on the host:
     a chain's K_max grows and its active-list lengths change between sweeps, so it is not a
     fixed-shape algorithm of :func:`topicjax.core.driver.run_many`; each model equals its separate
     fit.
@@ -132,9 +150,9 @@ class LIDA(TopicModelBase):
                       "n_train_docs_", "transform_seed_")
     _constraints = {
         "variant": V.one_of(*VARIANTS),
-        "mode": V.one_of(*MODES),
+        "sampler": V.one_of(*MODES),
         "burn_in": V.optional(V.integer(0)),
-        "batch_size": V.optional(V.integer(1)),
+        "tokens_per_block": V.optional(V.integer(1)),
         "mh_steps": V.optional(V.integer(0)),
         "init_topics": V.optional(V.integer(1)),
         **{h: V.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
@@ -156,8 +174,10 @@ class LIDA(TopicModelBase):
         "progress": V.boolean(),
     }
 
-    def __init__(self, variant="lida", n_components=100, *, max_iter=200, burn_in=None, mode="parallel",
-                 batch_size=None, mh_steps=None, init_topics=None, alpha=0.1, beta=0.01, eta=5.0, delta=1.0,
+    _formerly_first = "variant"
+
+    def __init__(self, n_components=100, *, variant="lida", max_iter=200, burn_in=None, sampler="parallel",
+                 tokens_per_block=None, mh_steps=None, init_topics=None, alpha=0.1, beta=0.01, eta=5.0, delta=1.0,
                  sigma=0.0, gamma=50.0, xi=1.0, zeta=0.0, sample_hyper=True, fixed_hyper=(),
                  eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), vocabulary="finite", n_phantom=None,
                  hyper_start=None, grow="auto", transform_iter=40, eval_every=10, init="random", random_state=0,
@@ -166,8 +186,8 @@ class LIDA(TopicModelBase):
         self.n_components = n_components
         self.max_iter = max_iter
         self.burn_in = burn_in
-        self.mode = mode
-        self.batch_size = batch_size
+        self.sampler = sampler
+        self.tokens_per_block = tokens_per_block
         self.mh_steps = mh_steps
         self.init_topics = init_topics
         self.alpha = alpha
@@ -193,10 +213,10 @@ class LIDA(TopicModelBase):
         self.progress = progress
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self):
+    def _validate_params(self):
         """Every parameter through its validator, then the constraints between parameters."""
-        self._validate_params()
-        if self.mode == "parallel" and self._mh_steps() and self.variant in ("lida", "ftm"):
+        super()._validate_params()
+        if self.sampler == "parallel" and self._mh_steps() and self.variant in ("lida", "ftm"):
             raise ValueError(f"mh_steps={self.mh_steps}: the parallel sweep's MH proposals need every topic active "
                              f"in every document (variants 'lda', 'sstm'); use mh_steps=0 for {self.variant!r}")
         if not self.delta > -self.sigma:
@@ -207,14 +227,14 @@ class LIDA(TopicModelBase):
             raise ValueError(f"init_topics must be in [1, n_components={self.n_components}], got {self.init_topics!r}")
 
     def _block_tokens(self, n_tokens: int) -> int:
-        if self.batch_size is not None:
-            return int(self.batch_size)
-        return 65536 if self.mode == "stale" else int(min(65536, max(1, -(-n_tokens // 16))))
+        if self.tokens_per_block is not None:
+            return int(self.tokens_per_block)
+        return 65536 if self.sampler == "stale" else int(min(65536, max(1, -(-n_tokens // 16))))
 
     def _mh_steps(self) -> int:
         if self.mh_steps is not None:
             return int(self.mh_steps)
-        return 4 if self.mode == "stale" else 0
+        return 4 if self.sampler == "stale" else 0
 
     def _config(self, corpus: Corpus, n_topics: int, n_rows: int) -> Config:
         sample = () if not self.sample_hyper else tuple(h for h in HYPER if h not in self.fixed_hyper)
@@ -224,7 +244,7 @@ class LIDA(TopicModelBase):
             sample = tuple(h for h in sample if h not in ("gamma", "xi"))
         return Config(
             variant=self.variant, n_topics=int(n_topics), n_docs=corpus.n_docs, n_words=corpus.n_words,
-            n_rows=int(n_rows), n_tokens=corpus.n_tokens, vocabulary=self.vocabulary, mode=self.mode,
+            n_rows=int(n_rows), n_tokens=corpus.n_tokens, vocabulary=self.vocabulary, mode=self.sampler,
             batch=int(min(self._block_tokens(corpus.n_tokens), corpus.n_tokens)), mh_steps=self._mh_steps(),
             sample=sample,
             sigma=float(self.sigma), zeta=float(self.zeta), eta_prior=tuple(map(float, self.eta_prior)),
@@ -247,7 +267,7 @@ class LIDA(TopicModelBase):
         the saved sweep, to the same chain bit for bit on CPU (every sweep's key is folded from
         the seed and the sweep number, so the resumed sweeps draw what the uninterrupted ones
         draw; the same ``TOPICJAX_THREADS`` for the compiled kernel)."""
-        self._check_params()
+        self._validate_params()
         corpus = self._train_corpus(X)
         if corpus.n_tokens == 0:
             raise ValueError("the corpus has no tokens")
@@ -261,12 +281,16 @@ class LIDA(TopicModelBase):
         n_phantom = 0
         if self.vocabulary == "infinite" and self.variant in ("lida", "sstm"):
             n_phantom = int(self.n_phantom) if self.n_phantom is not None else max(64, W // 4)
-        memory = {"n_rows": W + n_phantom, "mode": self.mode, "loglik": bool(self.eval_every)}
+        # the stale sweep's and the MH proposals' per-token arrays, and the XLA parallel sweep's
+        # lane layout, only where they are read (the compiled kernel reads neither)
+        extras = self.sampler == "stale" or self._mh_steps() > 0
+        lanes = not kernel.use_kernel(self._config(corpus, int(self.n_components), W + n_phantom))
+        memory = {"n_rows": W + n_phantom, "mode": self.sampler, "loglik": bool(self.eval_every),
+                  "lanes_layout": lanes, "extras": extras}
         check_memory(corpus, int(self.n_components), **memory)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
-        # the stale sweep's and the MH proposals' per-token arrays only where they are read
-        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens),
-                             extras=self.mode == "stale" or self._mh_steps() > 0)
+        tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens), extras=extras,
+                             lanes_layout=lanes)
         K = int(self.n_components)
         key = as_key(self._seed(ckpt))
         theta_init = None
@@ -289,83 +313,59 @@ class LIDA(TopicModelBase):
         state = init_state(k_init, tokens, cfg, hyper, init_topics, theta_init)
         burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
         hyper_start = self.max_iter // 4 if self.hyper_start is None else int(self.hyper_start)
-        trace = {h: [] for h in HYPER}
-        history = []
-        avg = None
-        ll_args = loglik_args(corpus)
-        start, saved, run = 0, {}, None
-        if ckpt is not None:
-            run = ckpt.run("fit", get_host=lambda: saved["host"], set_host=lambda h: saved.update(host=h))
-            restored = run.restore((), ())
-            if restored is not None:
-                start, history = restored[3], list(restored[4])
-                state, cfg, avg, trace = _chain_from_host(saved["host"], cfg)
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.max_iter, initial=start, desc=f"LIDA[{self.variant}]")
-        try:
-            for it in range(start, self.max_iter):
-                t0 = time.perf_counter()
-                k_it = jax.random.fold_in(key, it)
-                while True:
-                    # without activations nothing can overflow, so the old state is not needed
-                    new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
-                    of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
-                    if of_t == 0 and of_w == 0:
-                        break
-                    what = (f"{of_t} new topic(s) found no free slot among K_max={cfg.n_topics}" if of_t
-                            else f"{of_w} new word(s) found no free phantom row among {cfg.n_rows - W}")
-                    if self.grow == "error":
-                        raise ValueError(f"sweep {it}: {what}; raise n_components / n_phantom or use grow='auto'")
-                    grown = {"n_topics": 2 * (cfg.n_topics + of_t) if of_t else None,
-                             "n_rows": W + 2 * (cfg.n_rows - W) + of_w if of_w else None}
-                    try:  # before growing
-                        check_memory(corpus, grown["n_topics"] or cfg.n_topics,
-                                     **{**memory, "n_rows": grown["n_rows"] or cfg.n_rows})
-                    except ValueError as e:
-                        raise ValueError(f"sweep {it}: {what}, and growing: {e}") from None
-                    state, cfg = grow_state(state, cfg, **grown)
-                    if avg is not None:
-                        avg = self._grow_avg(avg, cfg)
-                state = new
-                if it >= hyper_start:
-                    state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg, tokens)
-                for h in HYPER:
-                    trace[h].append(float(getattr(state, h)))
-                live = int(jnp.sum(jnp.any(state.theta_bar, axis=0)))
-                if not np.isfinite(trace["alpha"][-1]) or not np.isfinite(trace["beta"][-1]):
-                    raise NumericalError(f"sweep {it}: hyperparameter update produced a non-finite value",
-                                         iteration=it + 1, reason="nonfinite")
-                objective = collapsed_loglik(state, cfg)
-                if not np.isfinite(objective):
-                    raise NumericalError(f"sweep {it}: the log-likelihood ln p(w | z) is not finite",
-                                         iteration=it + 1, reason="nonfinite")
-                rec = {"iteration": it + 1, "objective": objective, "n_topics": live}
-                evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
-                if it >= burn_in or evaluate:
-                    means = sample_means(state, cfg)
-                if it >= burn_in:
-                    avg = add_sample(avg if avg is not None else self._zero_avg(cfg), *means)
-                if evaluate:
-                    ll = float(loglik(means[0], means[1], *ll_args))
-                    if not np.isfinite(ll):
-                        raise NumericalError(f"sweep {it}: training log-likelihood is not finite",
-                                             iteration=it + 1, reason="nonfinite")
-                    rec["log_likelihood"] = ll
-                    rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
-                rec["seconds"] = time.perf_counter() - t0
-                history.append(rec)
-                if run is not None and ((it + 1) % run.every == 0 or it + 1 == self.max_iter):
-                    saved["host"] = _chain_to_host(state, cfg, avg, trace)
-                    run.save((), (), False, it + 1, history, it + 1 == self.max_iter)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(topics=live, alpha=f"{trace['alpha'][-1]:.3g}")
-        finally:
-            if bar is not None:
-                bar.close()
+        def step(chain: _Chain, iteration: int):
+            """Sweep ``iteration`` (1, 2, ...): the tokens (growing K_max or the phantom rows when a
+            sweep runs out), the hyperparameters, the posterior sums and the history record."""
+            state, cfg, avg, trace = chain
+            it = iteration - 1  # the sweep's index: its key is folded from it, so a resumed chain draws the same
+            k_it = jax.random.fold_in(key, it)
+            while True:
+                # without activations nothing can overflow, so the old state is not needed
+                new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
+                of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
+                if of_t == 0 and of_w == 0:
+                    break
+                what = (f"{of_t} new topic(s) found no free slot among K_max={cfg.n_topics}" if of_t
+                        else f"{of_w} new word(s) found no free phantom row among {cfg.n_rows - W}")
+                if self.grow == "error":
+                    raise ValueError(f"sweep {it}: {what}; raise n_components / n_phantom or use grow='auto'")
+                grown = {"n_topics": 2 * (cfg.n_topics + of_t) if of_t else None,
+                         "n_rows": W + 2 * (cfg.n_rows - W) + of_w if of_w else None}
+                try:  # before growing
+                    check_memory(corpus, grown["n_topics"] or cfg.n_topics,
+                                 **{**memory, "n_rows": grown["n_rows"] or cfg.n_rows})
+                except ValueError as e:
+                    raise ValueError(f"sweep {it}: {what}, and growing: {e}") from None
+                state, cfg = grow_state(state, cfg, **grown)
+                if avg is not None:
+                    avg = self._grow_avg(avg, cfg)
+            state = new
+            if it >= hyper_start:
+                state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg, tokens)
+            trace = {h: trace[h] + [float(getattr(state, h))] for h in HYPER}
+            rec = {"objective": collapsed_loglik(state, cfg),
+                   "n_topics": int(jnp.sum(jnp.any(state.theta_bar, axis=0)))}
+            evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
+            if it >= burn_in or evaluate:
+                means = sample_means(state, cfg)
+            if it >= burn_in:
+                avg = add_sample(avg if avg is not None else self._zero_avg(cfg), *means)
+            if evaluate:
+                ll = float(loglik_tokens(means[0], means[1], tokens.doc, tokens.word))
+                rec["log_likelihood"] = ll
+                rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
+            return _Chain(state, cfg, avg, trace), rec
+
+        chain, history = driver.run_host(
+            step, _Chain(state, cfg, None, {h: [] for h in HYPER}), max_iter=int(self.max_iter),
+            progress=self.progress, desc=f"LIDA[{self.variant}]",
+            # the record's numbers are checked by the driver; the hyperparameters it does not show
+            health=lambda c: {h: c.trace[h][-1] for h in ("alpha", "beta")},
+            postfix=lambda c, rec: {"topics": rec["n_topics"], "alpha": f"{c.trace['alpha'][-1]:.3g}"},
+            checkpoint=None if ckpt is None else ckpt.run("fit"), to_host=_chain_to_host,
+            from_host=lambda host, c: _chain_from_host(host, c.cfg))
+        state, cfg, avg, trace = chain
         self._finish(state, avg, cfg, corpus)
         self.hyper_trace_ = trace
         self.history_ = history
@@ -375,17 +375,22 @@ class LIDA(TopicModelBase):
         self._set_components()
         return self
 
-    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, workers=None) -> list:
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
+                 workers=None) -> list:
         """Many chains: clones with ``random_state=seeds[g]``, ``n_components=n_topics[g]`` and
         ``params = {name: [value per chain]}`` (e.g. ``{"alpha": [0.05, 0.1]}``), each equal to
         its separate :meth:`fit`.  The chains run on the host one after the other
-        (``mode="sequential"``) or in ``workers`` threads (``mode="threads"``; the compiled CPU
-        kernel serialises its calls): a chain grows K_max and changes its active-list lengths
-        between sweeps, so it is not a fixed-shape algorithm of
-        :func:`topicjax.core.driver.run_many` (:meth:`TopicModelBase.fit_many`).  This
-        estimator's own parameters are validated first, the ones a setting replaces included."""
-        self._check_params()
-        return super().fit_many(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode, workers=workers)
+        (``mode=None`` or ``"sequential"``) or in ``workers`` threads (``mode="threads"``; the
+        compiled CPU kernel serialises its calls): a chain grows K_max and changes its
+        active-list lengths between sweeps, so it is not a fixed-shape algorithm of
+        :func:`topicjax.core.driver.run_many`, and ``mode="vmap"`` or ``"devices"`` falls back to
+        one chain after the other with a :class:`~topicjax.estimator.FitManyFallbackWarning`.
+        This estimator's own parameters are validated first, the ones a setting replaces
+        included."""
+        self._validate_params()
+        return self._fit_many_on_host(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode,
+                                      vmap_size=vmap_size, workers=workers,
+                                      why="LIDA's chains change their shapes between sweeps (K_max grows)")
 
     @staticmethod
     def _zero_avg(cfg: Config) -> Averages:
@@ -467,14 +472,14 @@ class LIDA(TopicModelBase):
     def _theta_new(self, corpus: Corpus) -> np.ndarray:
         """θ (46) of new documents by sampling their topics with Φ fixed at ``phi_`` (T x D), seeded
         by ``transform_seed_`` (the same documents in the same order give the same θ)."""
-        tokens = make_tokens(corpus, extras=False)  # document completion reads doc, word and n_d
+        tokens = make_tokens(corpus, extras=False, lanes_layout=False)  # document completion reads doc, word and n_d
         h = self.hyper_
         n_sw = max(2, int(self.transform_iter))
         key = jax.random.key(int(self.transform_seed_))
-        theta = fold_in(key, jnp.asarray(self.phi_, jnp.float32), jnp.asarray(self.doc_freq_),
-                        float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
-                        tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs, jnp.float32),
-                        n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
+        theta = gibbs_fold_in(key, jnp.asarray(self.phi_, jnp.float32), jnp.asarray(self.doc_freq_),
+                              float(self.n_train_docs_), h["alpha"], h["eta"], h["delta"], h["sigma"],
+                              tokens.doc, tokens.word, tokens.n_d, jnp.zeros(corpus.n_docs, jnp.float32),
+                              n_sweeps=n_sw, burn_in=n_sw // 2, focused=self.variant in ("lida", "ftm"))
         theta = np.asarray(theta, np.float64)
         if not np.all(np.isfinite(theta)):
             raise NumericalError("document completion produced non-finite topic proportions", reason="nonfinite")

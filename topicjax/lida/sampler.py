@@ -202,6 +202,9 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
         raise ValueError(f"the {cfg.mode!r} sweep{' with MH steps' if cfg.mh_steps else ''} reads per-token arrays "
                          "that these tokens were made without: make_tokens(corpus, ..., extras=True)")
     ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
+    if cfg.mode == "parallel" and not ffi and tokens.blocks.tok is None:
+        raise ValueError("the XLA parallel sweep reads the blocks' lane layout that these tokens were made "
+                         "without: make_tokens(corpus, ..., lanes_layout=True)")
     if cfg.mode != "parallel" or not cfg.focused or ffi:
         return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, ffi)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)

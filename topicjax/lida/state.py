@@ -11,12 +11,15 @@ finite vocabulary (eq. 34) V = W.  Every sampler mode and backend reads and writ
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
+from topicjax.core.numerics import EPS
 from topicjax.data.corpus import Corpus
 from .layout import Blocks, make_blocks
 
@@ -27,7 +30,7 @@ VARIANTS = ("lida", "ftm", "sstm", "lda")
 HYPER = ("alpha", "beta", "eta", "delta", "gamma", "xi")
 MODES = ("parallel", "exact", "stale")
 BIG = 1e30  # stands for +inf in log-odds (a state that cannot be left)
-TINY = 1e-30
+TINY = EPS  # the clamp before a log: the package's one EPS
 
 
 @dataclass(frozen=True)
@@ -83,20 +86,24 @@ class Tokens(NamedTuple):
     blocks: Blocks  # layout of the parallel sweep (documents per block, lanes)
 
 
-def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = None, *, extras: bool = True) -> Tokens:
+def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = None, *, extras: bool = True,
+                lanes_layout: bool = True) -> Tokens:
     """Expand ``corpus`` into a token stream (doc id and word id per token, sorted by document, the
     tokens of one word consecutive within a document) and lay out the blocks of the parallel sweep
     (:func:`topicjax.lida.layout.make_blocks`: documents in corpus order, ``block_tokens`` tokens
     per block).  ``extras=False`` leaves out the five per-token arrays that only the stale sweep and
     the Metropolis-Hastings proposals read (20 bytes per token: 2 GB at NYTimes size); the exact
-    and parallel dense sweeps, the compiled kernel and document completion do without them."""
+    and parallel dense sweeps, the compiled kernel and document completion do without them.
+    ``lanes_layout=False`` keeps of the blocks only their documents (what the compiled kernel
+    reads), not the lane layout of the XLA parallel sweep (four int32 per token: 1.6 GB at
+    NYTimes size)."""
     # A corpus's entries are sorted by document, then word, so their repetition already is the
     # stream in document-major order with each word's tokens in one run (no sort, no int64 copies).
     doc = np.repeat(corpus.doc_ids, corpus.counts).astype(np.int32, copy=False)
     word = np.repeat(corpus.word_ids, corpus.counts).astype(np.int32, copy=False)
     n_d = np.bincount(doc, minlength=corpus.n_docs).astype(np.int32)
     doc_off = np.concatenate([[0], np.cumsum(n_d)]).astype(np.int32)
-    blocks = make_blocks(n_d, word, int(block_tokens), lanes)
+    blocks = make_blocks(n_d, word, int(block_tokens), lanes, lanes_layout=lanes_layout)
     more = dict(doc_start=None, word_start=None, word_len=None, by_word=None, word_pos=None)
     if extras:
         n_w = np.bincount(word, minlength=corpus.n_words).astype(np.int32)
@@ -128,13 +135,43 @@ class State(NamedTuple):
     overflow_words: jax.Array
 
 
+#: tokens counted per step of :func:`count_tables` (bounds its temporaries)
+COUNT_BLOCK = 1 << 20
+
+
+@partial(jax.jit, static_argnames=("D", "V", "K"))
 def count_tables(z, doc, word, D, V, K):
-    """(n_dk, n_wk, n_k) of the assignments ``z``."""
-    ones = jnp.ones_like(z)
-    n_dk = jnp.zeros((D, K), jnp.int32).at[doc, z].add(ones)
-    n_wk = jnp.zeros((V, K), jnp.int32).at[word, z].add(ones)
-    n_k = jnp.zeros((K,), jnp.int32).at[z].add(ones)
-    return n_dk, n_wk, n_k
+    """(n_dk, n_wk, n_k) of the assignments ``z``, counted a block of tokens at a time: a scatter
+    over all N tokens at once holds its (N, 2) indices and updates (20 bytes per token, 2 GB at
+    NYTimes size); integer sums are the same in any order."""
+    N = z.shape[0]
+    blk = max(1, min(COUNT_BLOCK, N))
+
+    def body(i, tabs):
+        start = i * blk
+        s0 = jnp.minimum(start, N - blk)  # the last block is shifted back to fit ...
+        zz, dd, ww = (lax.dynamic_slice_in_dim(a, s0, blk) for a in (z, doc, word))
+        one = ((s0 + jnp.arange(blk)) >= start).astype(jnp.int32)  # ... and counts only its new tokens
+        n_dk, n_wk, n_k = tabs
+        return n_dk.at[dd, zz].add(one), n_wk.at[ww, zz].add(one), n_k.at[zz].add(one)
+
+    zeros = (jnp.zeros((D, K), jnp.int32), jnp.zeros((V, K), jnp.int32), jnp.zeros((K,), jnp.int32))
+    return lax.fori_loop(0, -(-N // blk), body, zeros)
+
+
+@partial(jax.jit, static_argnames=("n", "k"))
+def uniform_topics(key, n: int, k: int):
+    """``n`` topics uniform in ``[0, k)`` (int32), drawn a block of :data:`COUNT_BLOCK` at a time
+    (block ``b`` from ``fold_in(key, b)``): ``jax.random.randint`` over all tokens at once holds
+    four ``(n,)`` temporaries, 1.5 GB at NYTimes size."""
+    blk = max(1, min(COUNT_BLOCK, n))
+
+    def body(b, z):
+        s0 = jnp.minimum(b * blk, n - blk)  # the last block is shifted back to fit (it redraws the overlap)
+        draw = jax.random.randint(jax.random.fold_in(key, b), (blk,), 0, k, dtype=jnp.int32)
+        return lax.dynamic_update_slice_in_dim(z, draw, s0, 0)
+
+    return lax.fori_loop(0, -(-n // blk), body, jnp.zeros((n,), jnp.int32))
 
 
 def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
@@ -145,7 +182,7 @@ def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
     Word masks are Φ̄ = (counts > 0) where sampled."""
     K, D, V, W = cfg.n_topics, cfg.n_docs, cfg.n_rows, cfg.n_words
     if theta_init is None:
-        z = jax.random.randint(key, tokens.doc.shape, 0, init_topics, dtype=jnp.int32)
+        z = uniform_topics(key, tokens.doc.shape[0], init_topics)
     else:
         theta_init = np.asarray(theta_init, bool)
         if theta_init.shape != (D, K):

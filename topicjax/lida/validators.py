@@ -17,6 +17,7 @@ import os
 from topicjax.core import environment
 from topicjax.core import validation as V
 from .state import HYPER
+from .evaluate import BLOCK
 
 __all__ = ["discount", "hyper_names", "gamma_prior", "topic_slots", "memory_limit", "memory_parts", "memory_needed",
            "check_memory"]
@@ -82,50 +83,55 @@ def topic_slots(value, n_tokens: int, name: str = "n_components") -> int:
 
 
 #: Bytes per token a fit can need while it builds the token stream (:func:`~topicjax.lida.state.make_tokens`:
-#: host copies of the sorted stream, its order and the block layout, measured at 92 bytes per token).
+#: host copies of the stream and of the block layout beside their device copies), with the XLA
+#: sweep's lane layout and without it (the compiled kernel's stream: doc and word ids on the host
+#: and the device, the initial topics' random draws).
 SETUP_PER_TOKEN = 96
+SETUP_PER_TOKEN_KERNEL = 24
 #: Bytes per token of the transient arrays of one sweep, by mode (new assignments and the sweep's
 #: own per-token temporaries: XLA's memory analysis of the compiled sweep gives 4 (compiled CPU
 #: kernel), 8.4 (XLA "parallel"), 19 ("exact") and 116 ("stale": its padded per-batch copies)).
 SWEEP_PER_TOKEN = {"parallel": 12, "exact": 20, "stale": 120}
 
 
-def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_nonzeros: int | None = None,
-                 n_rows: int | None = None, mode: str = "parallel", loglik: bool = True) -> dict:
+def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_rows: int | None = None,
+                 mode: str = "parallel", loglik: bool = True, lanes_layout: bool = True, extras: bool = True) -> dict:
     """The bytes of a LIDA fit, part by part: ``{"held": {...}, "per sweep": {...}, "setup": n}``.
 
-    *Held* for the whole fit: the token stream (7 int32 per token, the parallel sweep's block
-    layout, 4 int32 per slot with at most 2 slots per token, and the assignments z: 64 bytes per
-    token), the count tables (n_dk, n_wk int32 and the masks Θ̄, Φ̄ bool: 5 bytes per cell of
-    (documents + word rows) x K_max), the posterior sums and the last sample's means (float32,
-    8 bytes per cell of (words + documents) x K_max) and the corpus's entries for the training
-    log-likelihood (12 bytes each, in blocks of :data:`~topicjax.lida.evaluate.BLOCK`).
+    *Held* for the whole fit: the token stream (document and word ids and the assignments z, 12
+    bytes per token; with ``extras`` the five per-token arrays of the stale sweep and the MH
+    proposals, 20 more; with ``lanes_layout`` the XLA parallel sweep's block layout, 4 int32 per
+    slot with at most 2 slots per token, 32 more: 64 bytes per token with both), the count tables
+    (n_dk, n_wk int32 and the masks Θ̄, Φ̄ bool: 5 bytes per cell of (documents + word rows) x
+    K_max) and the posterior sums and the last sample's means (float32, 8 bytes per cell of (words
+    + documents) x K_max).
     *Per sweep*, one at a time beside those: the sweep (a new state beside the old one and its
     temporaries, 12 bytes per cell and :data:`SWEEP_PER_TOKEN`), the hyperparameter update (a new
-    state and its count histograms: 10 per cell, 20 per token), the posterior means (5 per cell of
-    (words + documents) x K_max) and, every ``eval_every`` sweeps (``loglik``), the training
-    log-likelihood, whose products φ_w θ_d of one block of entries take three (block x K_max)
-    float32 arrays (XLA's memory analysis counts two, the process's resident memory grows by
-    three).  *Setup*: :data:`SETUP_PER_TOKEN` while the token stream is built, before the rest.
+    state and its count histograms: 10 per cell, and 20 per token where the histograms are taken
+    over the tokens, else 4), the posterior means (5 per cell of (words + documents) x K_max) and,
+    every ``eval_every`` sweeps (``loglik``), the training log-likelihood over the token stream,
+    whose products φ_w θ_d of one block of :data:`~topicjax.lida.evaluate.BLOCK` tokens take three
+    (block x K_max) float32 arrays (XLA's memory analysis counts two, the process's resident memory
+    grows by three).  *Setup*: :data:`SETUP_PER_TOKEN` (:data:`SETUP_PER_TOKEN_KERNEL` without the
+    lane layout) while the token stream is built, before the rest.
     The coefficients are XLA's own counts (``compiled.memory_analysis()``) of the compiled
     programs, rounded up; ``tests/lida/test_lida_limits.py`` compares the total with both those
     counts and the peak resident memory of a fit.  ``n_rows``: word rows
-    (observed words plus the infinite vocabulary's phantom rows; default ``n_words``);
-    ``n_nonzeros``: (document, word) entries (default: at most the tokens)."""
-    from .evaluate import loglik_block
-
+    (observed words plus the infinite vocabulary's phantom rows; default ``n_words``)."""
     N, D, W, K = int(n_tokens), int(n_docs), int(n_words), int(n_topics)
     R = W if n_rows is None else int(n_rows)
-    nnz = min(N, D * W) if n_nonzeros is None else int(n_nonzeros)
-    block = loglik_block(nnz)
-    entries = max(1, -(-nnz // block)) * block  # padded to whole blocks
+    block = max(1, min(BLOCK, N))
     dr, wd = (D + R) * K, (W + D) * K
-    held = {"token stream": 64 * N, "count tables": 5 * dr + 8 * K, "posterior sums": 8 * wd,
-            "log-likelihood entries": 12 * entries}
-    per_sweep = {"sweep": 12 * dr + SWEEP_PER_TOKEN[mode] * N, "hyperparameter update": 10 * dr + 20 * N,
+    held = {"token stream": (12 + 20 * bool(extras) + 32 * bool(lanes_layout)) * N, "count tables": 5 * dr + 8 * K,
+            "posterior sums": 8 * wd}
+    # the α/β count histograms gather one count per token only where the table has more cells
+    # (hyper._by_tokens); otherwise the update's per-token part is its copy of z
+    per_token_hyper = 20 if max(D, R) * K > N else 4
+    per_sweep = {"sweep": 12 * dr + SWEEP_PER_TOKEN[mode] * N, "hyperparameter update": 10 * dr + per_token_hyper * N,
                  "posterior means": 5 * wd,
                  "log-likelihood products": 12 * block * (K + 1) if loglik else 0}
-    return {"held": held, "per sweep": per_sweep, "setup": SETUP_PER_TOKEN * N}
+    setup = SETUP_PER_TOKEN if lanes_layout else SETUP_PER_TOKEN_KERNEL
+    return {"held": held, "per sweep": per_sweep, "setup": setup * N}
 
 
 def _size(n: int) -> str:
@@ -145,8 +151,7 @@ def memory_needed(n_tokens: int, n_docs: int, n_words: int, n_topics: int, **kwa
 def check_memory(corpus, n_topics: int, **kwargs) -> None:
     """Refuse, before allocating, a fit whose arrays (:func:`memory_needed`, growing with the
     number of tokens: a Gibbs sampler keeps every token's topic) exceed :func:`memory_limit`.
-    ``kwargs``: ``n_rows``, ``mode``, ``loglik`` of :func:`memory_parts`."""
-    kwargs.setdefault("n_nonzeros", corpus.nnz)
+    ``kwargs``: ``n_rows``, ``mode``, ``loglik``, ``lanes_layout``, ``extras`` of :func:`memory_parts`."""
     sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words, n_topics)
     need, limit = memory_needed(*sizes, **kwargs), memory_limit()
     if need > limit:
@@ -154,7 +159,7 @@ def check_memory(corpus, n_topics: int, **kwargs) -> None:
         name, largest = max({**parts["held"], **parts["per sweep"], "token stream setup": parts["setup"]}.items(),
                             key=lambda kv: kv[1])
         hint = {"log-likelihood products": "set eval_every=0 to skip them, ", "token stream": "",
-                "token stream setup": "", "log-likelihood entries": ""}
+                "token stream setup": ""}
         raise ValueError(f"LIDA on this corpus ({corpus.n_tokens:,} tokens, {corpus.n_docs:,} documents, "
                          f"{corpus.n_words:,} words, K_max={n_topics}) needs about {_size(need)}, more than the "
                          f"limit of {_size(limit)} (TOPICJAX_LIDA_MEMORY, default 3/4 of the physical "

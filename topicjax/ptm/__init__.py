@@ -7,8 +7,7 @@
 * :mod:`~topicjax.ptm.order` -- top-down model-order selection.
 """
 
-from topicjax.ptm import bic
-from topicjax.ptm.model import PTM, best_fit, check_completion
-from topicjax.ptm.order import OrderSelection, reduce_topics, select_order
+from topicjax.ptm.model import PTM, best_fit
+from topicjax.ptm.order import OrderSelection, select_order
 
-__all__ = ["PTM", "OrderSelection", "best_fit", "bic", "check_completion", "reduce_topics", "select_order"]
+__all__ = ["PTM", "OrderSelection", "best_fit", "select_order"]

@@ -87,8 +87,8 @@ __all__ = [
 
 BIC_KINDS = ("2014", "2014-exact", "2020")
 LOG_2PI = math.log(2.0 * math.pi)
-#: clamp for probabilities before logs and divisions (float32-safe)
-TINY = 1e-30
+#: clamp for probabilities before logs and divisions: the package's one clamp, numerics.EPS
+TINY = numerics.EPS
 
 
 def check_kind(kind: str) -> str:

@@ -15,9 +15,9 @@ from jax import lax
 from topicjax.core import numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
-from topicjax.ptm.layout import PTMData, row_sums, scatter_flat, word_sums
+from topicjax.ptm.layout import PTMData, row_sums, word_sums
 
-__all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step", "doc_mass", "gem_step",
+__all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step_alpha_beta", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
            "loglik_docs", "TINY", "RATIO_CAP"]
 
@@ -31,10 +31,11 @@ class PTMState(NamedTuple):
 
     ``beta`` ``(P, N)`` topic-specific probabilities (0 where ``u`` is off), ``u`` ``(P, N)``,
     ``alpha`` / ``v`` ``(D, P)`` (documents in rows), ``topic_mask`` ``(P,)`` marks the real
-    topics; ``x`` ``(P, N)`` expected counts (9) for every word and topic, ``n_dj`` ``(D, P)`` the
-    E-step numerators of (8), ``loglik_doc`` ``(D,)`` the log-likelihood of each document at the
-    current parameters, ``s1`` / ``s2`` the derivatives that rank trial flips (:func:`e_step`);
-    ``n_u_flips`` / ``n_v_flips`` count the switches changed by the last step.
+    topics; ``x`` ``(P, N)`` expected counts (9) for every word and topic, ``loglik_doc`` ``(D,)``
+    the log-likelihood of each document at the current parameters, ``s1`` / ``s2`` the derivatives
+    that rank trial flips (:func:`e_step`); ``n_u_flips`` / ``n_v_flips`` count the switches
+    changed by the last step.  The numerators of (8) are ``alpha * s1`` on the active topics (not
+    stored: a ``(D, P)`` table less in every copy of the state, 120 MB at NYTimes size).
     """
 
     beta: jax.Array
@@ -43,7 +44,6 @@ class PTMState(NamedTuple):
     v: jax.Array
     topic_mask: jax.Array
     x: jax.Array
-    n_dj: jax.Array
     loglik_doc: jax.Array
     s1: jax.Array
     s2: jax.Array
@@ -62,7 +62,6 @@ def estep_sums_xla(data: PTMData, B, a):
     kernel :func:`topicjax.ptm.kernels.estep_sums` computes the same)."""
     N = data.beta0.shape[0]
     D = data.doc_length.shape[0]
-    n_flat = data.counts.shape[0]
 
     def fn(w, n, pos, ad):
         bw = B[w]
@@ -74,20 +73,20 @@ def estep_sums_xla(data: PTMData, B, a):
         return ll, jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)), r
 
     ll, s1, s2, r = row_sums(data.docs, fn, a, D, keep=(3,))
-    g = word_sums(data, scatter_flat(data.docs, r, n_flat), a, N)
+    g = word_sums(data, r.reshape(-1), a, N)  # r by document slot is r in flat order
     return g, ll, s1, s2
 
 
-def e_step(data: PTMData, u, beta, alpha, v, topic_mask):
-    """E-step (6): returns ``x (P, N)`` (9), ``n_dj (D, P)`` (numerators of (8)), the
-    per-document log-likelihood ``(D,)`` of (5), and ``s1 = sum_w n_dw b_jw / p_dw``, ``s2 = sum_w
+def e_step(data: PTMData, u, beta, alpha, v, topic_mask, *, masked: bool = False):
+    """E-step (6): returns ``x (P, N)`` (9), the per-document log-likelihood ``(D,)`` of (5), and ``s1 = sum_w n_dw b_jw / p_dw``, ``s2 = sum_w
     n_dw (b_jw / p_dw)^2`` ``(D, P)`` for every topic (the derivatives used to rank trial flips).
     On CPU the sums run in the C++ kernel of :mod:`topicjax.ptm.kernels`, else in
-    :func:`estep_sums_xla`."""
+    :func:`estep_sums_xla`.  ``masked=True``: ``alpha`` is already 0 outside ``v & topic_mask``
+    (then it is passed on as it is, not as a masked copy: a ``(D, P)`` buffer less at the peak)."""
     B = effective_topics(u, beta, data.beta0, topic_mask)
-    a = jnp.where(v & topic_mask[None, :], alpha, 0.0)
+    a = alpha if masked else jnp.where(v & topic_mask[None, :], alpha, 0.0)
     g, ll, s1, s2 = ptm_kernels.estep_sums(data, B, a, tiny=TINY, cap=RATIO_CAP, xla=estep_sums_xla)
-    return B.T * g.T, a * s1, ll, s1, s2
+    return B.T * g.T, ll, s1, s2
 
 
 def m_step_beta(x, u, beta_old, beta0, topic_mask):
@@ -102,11 +101,11 @@ def m_step_beta(x, u, beta_old, beta0, topic_mask):
     return jnp.where(xbar > 0, new, jnp.where(uu, beta_old, 0.0))
 
 
-def m_step(state: PTMState, beta0):
-    """M-step (8)-(10) from the statistics stored in ``state``."""
+def m_step_alpha_beta(state: PTMState, beta0):
+    """M-step (8)-(10) of PTM's α and β from the statistics stored in ``state``: ``(alpha, beta)``."""
     tm = state.topic_mask
     vv = state.v & tm[None, :]
-    num = jnp.where(vv, state.n_dj, 0.0)
+    num = jnp.where(vv, state.alpha * state.s1, 0.0)  # the E-step's n_dj = a_dj s1_dj
     tot = jnp.sum(num, axis=1, keepdims=True)
     alpha = jnp.where(tot > 0, num / jnp.where(tot > 0, tot, 1.0), state.alpha)
     beta = m_step_beta(state.x, state.u, state.beta, beta0, tm)
@@ -223,7 +222,7 @@ class GEMConfig:
 def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
     tm = state.topic_mask
     beta0 = data.beta0
-    alpha, beta = m_step(state, beta0)
+    alpha, beta = m_step_alpha_beta(state, beta0)
     lbar = doc_mass(state.v, data.doc_length, tm)
 
     # -- word switches (x fixed: expected complete-data BIC), then beta for the new switches
@@ -251,9 +250,9 @@ def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
 
     init = (state.v & tm[None, :], alpha, z, z, z, state.s1, state.s2)
     v, alpha, _, _, n_v, _, _ = lax.while_loop(v_cond, v_body, init)
-    alpha = jnp.where(v, alpha, 0.0)
-    x, ndj, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
-    return PTMState(beta, u, alpha, v, tm, x, ndj, ll, s1, s2, state.iteration + 1, n_u, n_v)
+    alpha = jnp.where(v & tm[None, :], alpha, 0.0)
+    x, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm, masked=True)
+    return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, state.iteration + 1, n_u, n_v)
 
 
 _gem_step_jit = jax.jit(gem_step_impl, static_argnames=("cfg",))
@@ -297,7 +296,7 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     M, P = n_topics, n_pad
     tm = jnp.arange(P) < M
     valid_word = data.beta0 > 0
-    counts = data.counts  # padding slots are 0
+    counts = data.flat_counts()  # padding slots are 0
     # 1) distinct random seed documents for every topic; their words are topic-specific
     seeds = jax.random.permutation(key, D)[: M * n_init_docs].reshape(M, n_init_docs)
     seed_topic = jnp.broadcast_to(jnp.arange(M, dtype=jnp.int32)[:, None], seeds.shape)  # int32 also under x64
@@ -316,9 +315,9 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     u = (c > 0) & tm[:, None] & valid_word[None, :]
     beta = _beta_from_counts(c, u, data.beta0, tm)
     alpha = v.astype(jnp.float32)
-    x, ndj, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
+    x, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
     z = jnp.zeros((), jnp.int32)
-    return PTMState(beta, u, alpha, v, tm, x, ndj, ll, s1, s2, z, z, z)
+    return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, z, z, z)
 
 
 _init_jit = jax.jit(_init_impl, static_argnames=("n_topics", "n_pad", "n_init_docs"))

@@ -79,9 +79,8 @@ def estep_sums(data: PTMData, B, a, *, tiny: float, cap: float, xla):
               jax.ShapeDtypeStruct((D, P), f32)]
     call = jax.ffi.ffi_call("topicjax_ptm_estep", shapes, vmap_method="sequential")
     d, w = data.docs, data.words
-    out = call(_f32(B), _f32(a), _i32(d.item), _i32(d.other), _f32(d.count), _i32(d.pos), _i32(w.item), _i32(w.other),
-               _f32(w.count), _i32(w.pos), n_flat=np.int64(data.counts.shape[0]), tiny=np.float32(tiny),
-               cap=np.float32(cap))
+    out = call(_f32(B), _f32(a), _i32(d.item), _i32(d.other), _f32(d.count), _i32(w.item), _i32(w.other),
+               _i32(w.pos), tiny=np.float32(tiny), cap=np.float32(cap))
     return tuple(out)
 
 

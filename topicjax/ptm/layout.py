@@ -1,7 +1,14 @@
 """The device layout of a corpus for PTM: the non-zeros twice, as rows of one document and as
 rows of one word (:class:`Rows`), so that both halves of the E-step and the per-document trial
 flips are gathers, dense reductions and ``segment_sum``s over rows -- no scatter-add of ``(nnz,
-M)`` rows, which XLA executes serially on CPU -- and every pass has one shape (one compilation)."""
+M)`` rows, which XLA executes serially on CPU -- and every pass has one shape (one compilation).
+
+The document rows' slots are the "flat" order of the non-zeros: a per-entry value computed in a
+pass over document rows (the E-step's ``n_dw / p_dw``) is read by the word rows through their
+``pos``, the slot of the same entry in the document rows.  Each entry is held in 16 bytes: word
+id and count in the document rows, document id and position in the word rows (the layout of
+earlier versions also kept a flat copy of the counts, the document rows' positions and the word
+rows' counts: 28 bytes)."""
 
 from __future__ import annotations
 
@@ -14,11 +21,11 @@ from jax import lax
 
 from topicjax.data.corpus import Corpus
 
-__all__ = ["Rows", "PTMData", "rows_layout", "prepare", "take_rows", "row_map", "row_sums", "per_item", "scatter_flat",
+__all__ = ["Rows", "PTMData", "build_layout", "ptm_data", "take_rows", "row_map", "row_sums", "per_item",
            "word_sums"]
 
 
-#: entries placed per step of :func:`rows_layout` (bounds its temporaries)
+#: entries placed per step of :func:`build_layout` (bounds its temporaries)
 _FILL_BLOCK = 1 << 22
 
 
@@ -26,66 +33,126 @@ class Rows(NamedTuple):
     """The non-zeros grouped by an "item" (a document, or a word) and cut into rows of ``W``.
 
     ``item`` ``(C, R)``: the item owning each row (padding rows: the number of items), rows of an
-    item are consecutive and items are sorted; ``other`` / ``count`` / ``pos`` ``(C, R, W)``: the
-    word (for document rows) or document (for word rows) of each entry, its count (0 = padding)
-    and its index in the flat count array (padding: its last slot).  The ``C`` chunks of ``R`` rows
+    item are consecutive and items are sorted; ``other`` ``(C, R, W)``: the word (for document
+    rows) or document (for word rows) of each entry.  Document rows carry ``count`` ``(C, R, W)``
+    (0 = padding) and no ``pos``; word rows carry ``pos`` ``(C, R, W)``, the entry's slot in the
+    document rows (padding: the last slot, which is always a padding slot), and no ``count``
+    (padding entries have ``other`` = the number of documents).  The ``C`` chunks of ``R`` rows
     are processed one at a time by ``lax.scan``; one shape for the whole corpus means one
     compilation, and per-item sums are ``segment_sum``s over rows.
     """
 
     item: jax.Array
     other: jax.Array
-    count: jax.Array
-    pos: jax.Array
+    count: jax.Array | None
+    pos: jax.Array | None
 
 
 class PTMData(NamedTuple):
-    """A corpus on the device for PTM: document rows, word rows, flat counts, lengths, beta0."""
+    """A corpus on the device for PTM: document rows, word rows, lengths, beta0."""
 
     docs: Rows
     words: Rows
-    counts: jax.Array  # (F,) float32: the non-zeros in corpus order, then zeros; F = nnz + 1 rounded up
     doc_length: jax.Array  # (D,) int32, L_d
     beta0: jax.Array  # (N,) float32, eq. 11
 
+    @property
+    def n_flat(self) -> int:
+        """The number of document-row slots: the length of a per-entry array in flat order."""
+        return int(np.prod(self.docs.other.shape))
 
-def rows_layout(lengths: np.ndarray, offsets: np.ndarray, other: np.ndarray, counts: np.ndarray, pos: np.ndarray,
-                width: int, block_tokens: int, pad_other: int, pad_pos: int, order: np.ndarray | None = None) -> Rows:
-    """The rows of items whose entries are ``other[j]``, ``counts[j]``, ``pos[j]`` for ``j`` in
-    ``[offsets[i], offsets[i+1])`` (with ``order``: for ``j`` = ``order[offsets[i]:offsets[i+1]]``).
+    def flat_counts(self):
+        """The counts in flat order (``(n_flat,)``, 0 on padding slots)."""
+        return self.docs.count.reshape(-1)
 
-    An item's entries fill consecutive slots from its first row on, so entry ``j`` (counted from
-    ``offsets[0]``) of item ``i`` goes to slot ``shift[i] + j``; the slots are filled a block of
-    entries at a time (temporaries of one block, whatever the corpus's size)."""
-    lengths = np.asarray(lengths, np.int64)
-    offsets = np.asarray(offsets, np.int64)
-    n_items = lengths.size
-    n_rows_item = -(-lengths // width)
-    n_rows = int(n_rows_item.sum())
-    R = max(1, block_tokens // width)
-    C = max(1, -(-n_rows // R))
-    out_item = np.full(C * R, n_items, np.int32)
-    out_item[:n_rows] = np.repeat(np.arange(n_items, dtype=np.int32), n_rows_item)
-    shift = (np.cumsum(n_rows_item) - n_rows_item) * width - (offsets[:-1] - offsets[0])
-    mats = [np.full(C * R * width, pad, dt) for pad, dt in ((pad_other, np.int32), (0, np.float32), (pad_pos, np.int32))]
+
+def _chunks(n_rows: int, R: int, extra: int) -> int:
+    # at least one padding row after the real ones, so that the last slot is padding
+    return max(1, -(-(n_rows + 1) // R)) + extra
+
+
+def _blocks(offsets: np.ndarray):
+    """``(first, stop)`` ranges of items of about ``_FILL_BLOCK`` entries."""
+    n_items = offsets.size - 1
     i = 0
     while i < n_items:
         stop = min(n_items, max(i + 1, int(np.searchsorted(offsets, offsets[i] + _FILL_BLOCK, side="right")) - 1))
-        a, b = int(offsets[i]), int(offsets[stop])
-        if b > a:
-            slot = np.repeat(shift[i:stop], lengths[i:stop]) + np.arange(a - offsets[0], b - offsets[0])
-            src = slice(a, b) if order is None else order[a:b]
-            for m, f in zip(mats, (other, counts, pos)):
-                m[slot] = f[src]
+        yield i, stop
         i = stop
-    shape = (C, R, width)
-    out = [jnp.asarray(out_item.reshape(C, R))]
-    while mats:  # each host array is released once it is on the device
-        out.append(jnp.asarray(mats.pop(0).reshape(shape)))
-    return Rows(*out)
 
 
-def prepare(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, word_width: int = 16) -> PTMData:
+def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int = 16, word_width: int = 16,
+                 block_tokens: int = 4096, extra_chunks: int = 0) -> tuple[Rows, Rows]:
+    """The document rows and word rows of a CSR corpus (``doc_offsets`` ``(D + 1,)``, per-entry
+    ``word_ids`` and ``counts``; entries of a document need not be sorted).
+
+    Entry ``j`` of document ``d`` goes to document slot ``row0[d] * W + j``; the ``k``-th entry
+    (in corpus order) of word ``w`` to word slot ``wrow0[w] * W' + k``.  Slots are filled a block
+    of documents at a time, the word slots by a counting sort (a running count per word plus a
+    stable sort within the block), so the temporaries are those of one block whatever the corpus's
+    size, and the host holds at most the two arrays of one layout before they go to the device.
+    ``extra_chunks`` whole chunks of padding rows are appended to both layouts (tests)."""
+    d_off = np.asarray(doc_offsets, np.int64)
+    word_ids = np.asarray(word_ids)
+    D, N = d_off.size - 1, int(n_words)
+    d_len = np.diff(d_off)
+    R_d, R_w = max(1, block_tokens // doc_width), max(1, block_tokens // word_width)
+    d_rows = -(-d_len // doc_width)
+    n_d_rows = int(d_rows.sum())
+    C_d = _chunks(n_d_rows, R_d, extra_chunks)
+    n_flat = C_d * R_d * doc_width
+    d_shift = (np.cumsum(d_rows) - d_rows) * doc_width - d_off[:-1]  # slot of entry j = d_shift[d] + j
+    item = np.full(C_d * R_d, D, np.int32)
+    item[:n_d_rows] = np.repeat(np.arange(D, dtype=np.int32), d_rows)
+    docs_item = jnp.asarray(item.reshape(C_d, R_d))
+    shape_d = (C_d, R_d, doc_width)
+    other = np.zeros(n_flat, np.int32)
+    count = np.zeros(n_flat, np.float32)
+    for i, stop in _blocks(d_off):
+        a, b = int(d_off[i]), int(d_off[stop])
+        slot = np.repeat(d_shift[i:stop], d_len[i:stop]) + np.arange(a, b)
+        other[slot] = word_ids[a:b]
+        count[slot] = counts[a:b]
+    docs = Rows(docs_item, jnp.asarray(other.reshape(shape_d)), None, None)
+    del other
+    docs = docs._replace(count=jnp.asarray(count.reshape(shape_d)))
+    del count
+
+    w_len = np.bincount(word_ids, minlength=N).astype(np.int64) if word_ids.size else np.zeros(N, np.int64)
+    w_rows = -(-w_len // word_width)
+    n_w_rows = int(w_rows.sum())
+    C_w = _chunks(n_w_rows, R_w, extra_chunks)
+    item = np.full(C_w * R_w, N, np.int32)
+    item[:n_w_rows] = np.repeat(np.arange(N, dtype=np.int32), w_rows)
+    words_item = jnp.asarray(item.reshape(C_w, R_w))
+    del item
+    w_base = (np.cumsum(w_rows) - w_rows) * word_width  # first slot of each word
+    seen = np.zeros(N, np.int64)  # entries of each word placed so far
+    n_w_slots = C_w * R_w * word_width
+    w_other = np.full(n_w_slots, D, np.int32)
+    w_pos = np.full(n_w_slots, n_flat - 1, np.int32)
+    for i, stop in _blocks(d_off):
+        a, b = int(d_off[i]), int(d_off[stop])
+        if b == a:
+            continue
+        w = word_ids[a:b]
+        order = np.argsort(w, kind="stable")
+        ws = w[order]
+        run = np.flatnonzero(np.r_[True, ws[1:] != ws[:-1]])
+        rank = np.empty(b - a, np.int64)
+        rank[order] = np.arange(b - a) - np.repeat(run, np.diff(np.r_[run, b - a]))
+        slot = w_base[w] + seen[w] + rank
+        w_other[slot] = np.repeat(np.arange(i, stop, dtype=np.int32), d_len[i:stop])
+        w_pos[slot] = np.repeat(d_shift[i:stop], d_len[i:stop]) + np.arange(a, b)
+        seen += np.bincount(w, minlength=N)
+    shape_w = (C_w, R_w, word_width)
+    words = Rows(words_item, jnp.asarray(w_other.reshape(shape_w)), None, None)
+    del w_other
+    words = words._replace(pos=jnp.asarray(w_pos.reshape(shape_w)))
+    return docs, words
+
+
+def ptm_data(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, word_width: int = 16) -> PTMData:
     """Build the device layout of a corpus for PTM (see :class:`PTMData` and :class:`Rows`).
 
     ``block_tokens`` padded entries per chunk bound the working set of one step of a pass to
@@ -94,28 +161,11 @@ def prepare(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, wo
     """
     if corpus.nnz == 0:
         raise ValueError("the corpus has no tokens")
-    D, N, nnz = corpus.n_docs, corpus.n_words, corpus.nnz
-    # the flat arrays are padded to a multiple of block_tokens (at least one padding slot, the
-    # last) so that corpora of similar size share compiled functions
-    n_flat = int(-(-(nnz + 1) // block_tokens) * block_tokens)
-    pad_pos = n_flat - 1
-    pos = np.arange(nnz, dtype=np.int32)
-    counts = corpus.counts.astype(np.float32)
-    d_off = corpus.doc_offsets
-    docs = rows_layout(np.diff(d_off), d_off, corpus.word_ids, counts, pos, doc_width, block_tokens, 0, pad_pos)
-    # the entries by word: a stable sort of the word ids (int32 positions), read through it
-    order = np.argsort(corpus.word_ids, kind="stable")
-    order = order.astype(np.int32) if nnz <= np.iinfo(np.int32).max else order
-    w_len = corpus.doc_frequency
-    w_off = np.concatenate([[0], np.cumsum(w_len)]).astype(np.int64)
-    words = rows_layout(w_len, w_off, corpus.doc_ids, counts, pos, word_width, block_tokens, D, pad_pos, order=order)
-    del order, pos
+    docs, words = build_layout(corpus.doc_offsets, corpus.word_ids, corpus.counts, corpus.n_words,
+                               doc_width=doc_width, word_width=word_width, block_tokens=block_tokens)
     wc = corpus.word_counts.astype(np.float64)
     beta0 = wc / wc.sum()
-    flat = np.zeros(n_flat, np.float32)
-    flat[:nnz] = counts
-    return PTMData(docs, words, jnp.asarray(flat), jnp.asarray(corpus.doc_lengths, jnp.int32),
-                   jnp.asarray(beta0, jnp.float32))
+    return PTMData(docs, words, jnp.asarray(corpus.doc_lengths, jnp.int32), jnp.asarray(beta0, jnp.float32))
 
 
 def take_rows(a, idx):
@@ -125,7 +175,8 @@ def take_rows(a, idx):
 
 
 def row_map(rows: Rows, fn, per_item):
-    """Apply ``fn(other (R, W), count (R, W), pos (R, W), inputs)`` to every chunk of rows,
+    """Apply ``fn(other (R, W), count (R, W), pos (R, W), inputs)`` to every chunk of rows (``count``
+    or ``pos`` is None where the layout has none),
     ``inputs`` being the rows of the ``per_item`` pytree for each row's item.  Returns the outputs
     stacked over chunks and flattened to one leading axis of ``C * R`` rows."""
 
@@ -152,7 +203,7 @@ def row_sums(rows: Rows, fn, per_item, n_items: int, keep: tuple = ()):
         acc = tuple(None if i in keep else a.at[it].add(x, mode="drop") for i, (a, x) in enumerate(zip(acc, out)))
         return acc, tuple(x if i in keep else None for i, x in enumerate(out))
 
-    blk0 = (rows.item[0], rows.other[0], rows.count[0], rows.pos[0])
+    blk0 = jax.tree.map(lambda a: a[0], (rows.item, rows.other, rows.count, rows.pos))
     shapes = jax.eval_shape(lambda b: fn(b[1], b[2], b[3], jax.tree.map(lambda a: take_rows(a, b[0]), per_item)), blk0)
     acc0 = tuple(None if i in keep else jnp.zeros((n_items,) + s.shape[1:], s.dtype) for i, s in enumerate(shapes))
     acc, kept = lax.scan(body, acc0, (rows.item, rows.other, rows.count, rows.pos))
@@ -162,12 +213,6 @@ def row_sums(rows: Rows, fn, per_item, n_items: int, keep: tuple = ()):
 def per_item(rows: Rows, values, n_items: int):
     """Sum row values over the rows of every item (``(n_items, ...)``)."""
     return jax.ops.segment_sum(values, rows.item.reshape(-1), num_segments=n_items, indices_are_sorted=True)
-
-
-def scatter_flat(rows: Rows, values, n_flat: int):
-    """Scatter per-entry row values ``(C*R, W)`` back to corpus order ``(F,)`` (padding slots 0)."""
-    out = jnp.zeros((n_flat,), values.dtype).at[rows.pos.reshape(-1)].set(values.reshape(-1), mode="drop")
-    return out.at[n_flat - 1].set(0)
 
 
 def word_sums(data: PTMData, r_flat, a, N: int):

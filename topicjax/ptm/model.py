@@ -75,7 +75,7 @@ from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, init_state, loglik_docs, padded_topics,
                               state_bic)
-from topicjax.ptm.layout import PTMData, prepare
+from topicjax.ptm.layout import PTMData, ptm_data
 
 __all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
 
@@ -245,19 +245,20 @@ class PTM(TopicModelBase):
     progress: tqdm progress bar over GEM iterations.
 
     Fitted attributes (paper orientation, topics in rows): ``u_`` ``(M, N)`` bool, ``v_`` ``(M, D)``
-    bool, ``alpha_`` ``(M, D)``, ``beta_`` ``(M, N)`` (topic-specific probabilities, 0 where
+    bool, ``theta_`` ``(M, D)`` (Θ: the topic proportions ``alpha_jd`` of the papers, zero where
+    ``v_`` is off, every column summing to one), ``beta_`` ``(M, N)`` (topic-specific probabilities, 0 where
     ``u_`` is off), ``beta0_`` ``(N,)``, ``bic_`` and ``bic_history_`` (BIC after the
     initialisation and after every GEM iteration, never increasing), ``history_`` (per iteration:
     BIC, switches changed, seconds), ``n_iter_``, ``vocab_``.  ``phi_`` ``(N, M)`` is the
-    effective word distribution of each topic, ``theta_`` is ``alpha_``.
+    effective word distribution of each topic.
     """
 
-    _saved_arrays = ("u_", "v_", "alpha_", "beta_", "beta0_", "shared_top_")
+    _saved_arrays = ("u_", "v_", "theta_", "beta_", "beta0_", "shared_top_")
     _saved_meta = ("bic_", "bic_history_", "history_", "n_iter_")
     _array_specs = {
         "u_": ArraySpec(("T", "W"), "biu"),
         "v_": ArraySpec(("T", "D"), "biu"),
-        "alpha_": ArraySpec(("T", "D"), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True),
         "beta_": ArraySpec(("T", "W"), nonneg=True),
         "beta0_": ArraySpec(("W",), nonneg=True),
         "shared_top_": ArraySpec(("T", SHARED_TOP), "iu"),
@@ -309,11 +310,12 @@ class PTM(TopicModelBase):
         check_fit_corpus(corpus, self.n_components)
         cfg = self._config()
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
-        data = prepare(corpus, block_tokens=self.block_tokens)
+        data = ptm_data(corpus, block_tokens=self.block_tokens)
         state = init_state(as_key(self._seed(ckpt)), data, int(self.n_components), n_init_docs=self.n_init_docs)
-        return self.fit_state(data, state, cfg, checkpoint=None if ckpt is None else ckpt.run("fit"))
+        return self.fit_state(data, state, cfg, checkpoint=None if ckpt is None else ckpt.run("fit"), donate=True)
 
-    def fit_many(self, X, y=None, *, seeds=None, n_restarts=None, mode=None, batch_size=None, **kwargs) -> list["PTM"]:
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
+                 workers=None, n_restarts=None) -> list["PTM"]:
         """Fit several random restarts at the order ``n_components`` in ONE compiled call
         (:func:`topicjax.core.driver.run_many`).
 
@@ -323,7 +325,9 @@ class PTM(TopicModelBase):
         the relative BIC decrease falls below ``tol`` -- run as :meth:`fit` runs them, and equal
         its separate fit: the same switches, parameters and BIC (``bic_`` is computed in float64
         exactly as :meth:`fit` does).  Other settings (``n_topics``, ``params``: other orders or
-        BIC kinds) are fitted one after the other by the generic :meth:`TopicModelBase.fit_many`.
+        BIC kinds) are fitted one after the other by the generic :meth:`TopicModelBase.fit_many`
+        (``mode="vmap"`` or ``"devices"`` then warns that it falls back).  The signature is every
+        family's, with ``n_restarts`` added.
 
         Model order: PTM chooses ``M`` by the separate top-down sweep :func:`select_order`.
 
@@ -331,18 +335,20 @@ class PTM(TopicModelBase):
         call; on 300-600 KOS documents a vmapped step's batched gathers and scatter-adds were
         ~2.4x slower than one restart at a time), ``"vmap"`` (default on accelerators, where it
         pays: 8 restarts, 2000 synthetic documents, ``M = 16``, H100: one vmapped call 15 s, 8
-        separate fits 91 s), ``"devices"`` or ``"threads"``; ``batch_size`` restarts side by
-        side under ``"vmap"``.  Under vmap XLA compiles batched reductions and may add float32
+        separate fits 91 s), ``"devices"`` or ``"threads"`` (``workers`` threads); ``vmap_size``
+        restarts side by side under ``"vmap"``.  Under vmap XLA compiles batched reductions and may add float32
         terms in another order: on larger corpora a ~1e-9 relative difference can tip a near-tie
         switch decision, after which the restart follows another (equally valid) GEM path.
 
         Returns the fitted models, one per seed in the order given; :func:`best_fit` picks the
         smallest BIC.  There is no progress bar (the loop is compiled).
         """
-        if kwargs:
+        if n_topics is not None or params:
             if n_restarts is not None:
                 raise ValueError("give n_restarts alone, or seeds/n_topics/params")
-            return super().fit_many(X, y, seeds=seeds, mode=mode, **kwargs)
+            return self._fit_many_on_host(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode,
+                                          vmap_size=vmap_size, workers=workers,
+                                          why="PTM's compiled batch runs restarts (seeds) at one order only")
         self._validate_params()
         refuse_documents(X, "PTM.fit_many")
         corpus = as_corpus(X)
@@ -350,17 +356,17 @@ class PTM(TopicModelBase):
         cfg = self._config()
         seeds = _check_seeds(seeds, n_restarts, self.random_state)
         G = len(seeds)
-        if mode is None and batch_size is not None:
+        if mode is None and vmap_size is not None:
             mode = "vmap"
         M, N = int(self.n_components), corpus.n_words
-        data = prepare(corpus, block_tokens=self.block_tokens)
+        data = ptm_data(corpus, block_tokens=self.block_tokens)
         keys = jnp.stack([as_key(s, "seeds") for s in seeds])
         n_init = max(1, min(int(self.n_init_docs), corpus.n_docs // M))
         states = jax.vmap(lambda k: init_state(k, data, M, n_init_docs=n_init))(keys)
         t0 = time.perf_counter()
         finals, recs, n_iters, status = driver.run_many(
             algorithm(cfg.kind, N), (cfg, N), states, (data,), batched=(False,), max_iter=int(self.max_iter),
-            tol=float(self.tol), mode=mode, batch_size=batch_size)
+            tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
         recs = jax.tree.map(np.asarray, recs)
         n_iters, status = np.asarray(n_iters), np.asarray(status)
         wall = time.perf_counter() - t0
@@ -381,14 +387,17 @@ class PTM(TopicModelBase):
         return models
 
     def fit_state(self, data: PTMData, state: PTMState, cfg: GEMConfig, desc: str | None = None, *,
-                  checkpoint=None):
+                  checkpoint=None, donate: bool = False):
         """GEM from ``state`` (an initial or warm-start state); ``checkpoint``: a
-        :class:`~topicjax.core.checkpoint.RunCheckpoint` to save to and resume from."""
+        :class:`~topicjax.core.checkpoint.RunCheckpoint` to save to and resume from;
+        ``donate=True``: the GEM steps write into ``state``'s buffers (one copy of the state less
+        at the peak), which the caller must not use afterwards."""
         M = int(np.asarray(state.topic_mask).sum())
         bic0 = state_bic(state, data, cfg.kind)
         state, records = driver.run(algorithm(cfg.kind, int(data.beta0.shape[0])), (cfg, int(data.beta0.shape[0])),
                                     state, (data,), max_iter=int(self.max_iter), tol=float(self.tol),
-                                    progress=self.progress, desc=desc or f"PTM M={M}", checkpoint=checkpoint)
+                                    progress=self.progress, desc=desc or f"PTM M={M}", checkpoint=checkpoint,
+                                    donate=donate)
         self._finish(state, data, cfg, M, bic0, records, [r["seconds"] for r in records])
         self.last_state_ = state  # the device state, used to warm-start the next order; not saved
         return self
@@ -411,7 +420,7 @@ class PTM(TopicModelBase):
     def _set_fitted(self, state: PTMState, data: PTMData, M: int):
         self.u_ = np.asarray(state.u)[:M].astype(bool)
         self.v_ = np.asarray(state.v)[:, :M].T.astype(bool)
-        self.alpha_ = np.asarray(state.alpha)[:, :M].T.astype(np.float32)
+        self.theta_ = np.asarray(state.alpha)[:, :M].T.astype(np.float32)
         self.beta_ = np.where(self.u_, np.asarray(state.beta)[:M], 0.0).astype(np.float32)
         self.beta0_ = np.asarray(data.beta0).astype(np.float32)
         x = np.asarray(state.x)[:M]
@@ -428,10 +437,6 @@ class PTM(TopicModelBase):
     def phi_(self):
         """Effective word distribution of every topic, ``(N, M)``: ``u beta + (1 - u) beta0``."""
         return np.where(self.u_, self.beta_, self.beta0_[None, :]).T
-
-    @property
-    def theta_(self):
-        return self.alpha_
 
     @property
     def m_bar_(self) -> float:
@@ -474,7 +479,7 @@ class PTM(TopicModelBase):
 
     # ------------------------------------------------------------------ new documents
     def _infer(self, corpus: Corpus):
-        data = prepare(corpus, block_tokens=self.block_tokens)
+        data = ptm_data(corpus, block_tokens=self.block_tokens)
         B = jnp.asarray(self.phi_, jnp.float32)
         return data, B, infer_alpha(data, B, int(self.transform_iter))
 
@@ -494,7 +499,7 @@ class PTM(TopicModelBase):
         """Log-likelihood (5) of corpus ``X`` in float64; proportions ``alpha`` ``(M, n_docs)`` or
         estimated with every topic allowed."""
         corpus = self._new_corpus(X)
-        data = prepare(corpus, block_tokens=self.block_tokens)
+        data = ptm_data(corpus, block_tokens=self.block_tokens)
         B = jnp.asarray(self.phi_, jnp.float32)
         a = infer_alpha(data, B, int(self.transform_iter)) if alpha is None else jnp.asarray(np.asarray(alpha).T, jnp.float32)
         return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
@@ -507,7 +512,7 @@ class PTM(TopicModelBase):
         if obs.n_docs != held.n_docs:
             raise ValueError(f"observed has {obs.n_docs} documents but heldout has {held.n_docs}")
         _, B, a = self._infer(obs)
-        data = prepare(held, block_tokens=self.block_tokens)
+        data = ptm_data(held, block_tokens=self.block_tokens)
         return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
 
     def completion_log_likelihood(self, X, *, protocol: str = "words", seed: int = 0):

@@ -15,7 +15,7 @@ from topicjax.core.validation import check_bool, check_int
 from topicjax.data.corpus import Corpus
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import PTMState, TINY, doc_mass, e_step, effective_topics, init_state, ml_scores, padded_topics
-from topicjax.ptm.layout import PTMData, prepare
+from topicjax.ptm.layout import PTMData, ptm_data
 from topicjax.ptm.model import PTM, check_fit_corpus
 
 __all__ = ["OrderSelection", "reduce_topics", "select_order"]
@@ -91,9 +91,9 @@ def _reduce_impl(state: PTMState, data: PTMData, keep, n_pad_new: int):
     # v / n_v in alpha's dtype (bool / int64 would be float64 under JAX_ENABLE_X64)
     spread = v.astype(alpha.dtype) / jnp.maximum(nv, 1).astype(alpha.dtype)
     alpha = jnp.where(tot > 0, alpha / jnp.where(tot > 0, tot, 1.0), spread)
-    x, ndj, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
+    x, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm)
     z = jnp.zeros((), jnp.int32)
-    return PTMState(beta, u, alpha, v, tm, x, ndj, ll, s1, s2, z, z, z)
+    return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, z, z, z)
 
 
 _reduce_jit = jax.jit(_reduce_impl, static_argnames=("n_pad_new",))
@@ -158,7 +158,7 @@ def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str 
     seed = fresh_seed() if random_state is None else random_state
     if ckpt is not None:
         seed = ckpt.start(seed)
-    data = prepare(corpus, block_tokens=proto.block_tokens)
+    data = ptm_data(corpus, block_tokens=proto.block_tokens)
     result = OrderSelection([], [], {}, [])
     result.seed = seed
     state = None

@@ -18,7 +18,7 @@ Conventions shared by every regularizer:
 
 * Φ has one row per token type of the model: the words of every modality, then, for a model with
   classes (Theorem 3), one row per class (the rows of Ψ).  The driver clamps Φ and Θ at
-  :data:`topicjax.core.em.EPS` before calling R, so ``log(phi)`` is finite (and ``φ ∂R/∂φ`` of
+  :data:`topicjax.core.numerics.EPS` before calling R, so ``log(phi)`` is finite (and ``φ ∂R/∂φ`` of
   ``β log φ`` is exactly β even where φ = 0).  Called directly on matrices with zeros, the log
   terms are ``-inf``.
 * The coefficient τ is *not* part of R: it is given beside it, ``(R, tau)``, as a float or a
@@ -54,8 +54,8 @@ factory                    eq.           M-step term
 :func:`decorrelate`        30-31         φ: ``- τ φ_wt Σ_{s≠t} φ_ws``
 :func:`document_links`     32-33         θ: ``+ τ θ_td Σ_c n_dc θ_tc``
 :func:`correlated_topics`  36-39         θ: ``- τ Σ_s Σ̃_ts (ln θ_sd - μ_s)``, μ, Σ re-estimated
-:func:`coherence`          40-42         φ: ``+ τ Σ_{v≠w} C_wv n_vt``
-:func:`coherence`          43            φ: ``+ τ 2 φ_wt Σ_v C_wv φ_vt / Σ_uv C_uv φ_ut φ_vt``
+:func:`improve_coherence`  40-42         φ: ``+ τ Σ_{v≠w} C_wv n_vt``
+:func:`improve_coherence`  43            φ: ``+ τ 2 φ_wt Σ_v C_wv φ_vt / Σ_uv C_uv φ_ut φ_vt``
 :func:`topic_selection`    (Note 1)      θ: ``- τ (n/|T|) θ_td n_d / n_t``  (small topics die)
 :func:`label_regularization` 51-52       ψ: ``+ τ p̂_c ψ_ct n_t / Σ_s ψ_cs n_s``
 =========================  ============  =============================================================
@@ -68,7 +68,7 @@ from topicjax.regularizers.base import (LABELS_MODALITY, REGISTRY, Context, Regu
                                         custom, from_spec, register)
 from topicjax.regularizers.schedules import Constant, Linear, Schedule, Step, Table, as_schedule
 from topicjax.regularizers.smoothing import smooth_phi, smooth_theta, sparse_phi, sparse_theta
-from topicjax.regularizers.structure import (coherence, correlated_topics, decorrelate, decorrelate_phi, document_links,
+from topicjax.regularizers.structure import (correlated_topics, decorrelate, document_links, improve_coherence,
                                              topic_selection)
 from topicjax.regularizers.supervision import label_regularization, labelled_documents, seed_words, semi_supervised
 
@@ -76,6 +76,6 @@ __all__ = [
     "Context", "Regularizer", "Term", "as_regularizer", "combine", "custom", "register", "from_spec", "REGISTRY",
     "LABELS_MODALITY", "Schedule", "Constant", "Step", "Linear", "Table", "as_schedule",
     "smooth_phi", "smooth_theta", "sparse_phi", "sparse_theta", "seed_words", "labelled_documents", "semi_supervised",
-    "decorrelate", "decorrelate_phi", "document_links", "correlated_topics", "coherence", "topic_selection",
+    "decorrelate", "document_links", "correlated_topics", "improve_coherence", "topic_selection",
     "label_regularization",
 ]

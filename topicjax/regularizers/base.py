@@ -52,10 +52,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.persistence import jsonable
+from topicjax.core.numerics import EPS
+from topicjax.core.plain import jsonable
 from topicjax.regularizers.schedules import Constant, Schedule, Table, as_schedule, check_values, is_number
 
-__all__ = ["Context", "Term", "Regularizer", "as_regularizer", "combine", "custom", "register", "from_spec",
+__all__ = ["Context", "Term", "Regularizer", "as_regularizer", "check_regularizers", "combine", "custom", "register", "from_spec",
            "REGISTRY", "LABELS_MODALITY", "PlainFunction"]
 
 #: Name of the modality that holds the class rows (Ψ) of a model with classes (ARTM Theorem 3).
@@ -361,8 +362,6 @@ class Regularizer(eqx.Module):
         clear error naming the term for an exception, a non-scalar or non-float value, a
         non-finite value or gradient, or code that JAX cannot trace (:func:`traced_error`: Python
         ``if`` on a traced value...) -- before the long computation."""
-        from topicjax.core.mstep import EPS
-
         phi_c, theta_c = jnp.maximum(phi, EPS), jnp.maximum(theta, EPS)
         params = self.params if params is None else params
         for t, p in zip(self.terms, params):
@@ -569,6 +568,18 @@ def as_regularizer(item) -> Regularizer:
     raise TypeError(f"a regularizer must be a callable R(phi, theta) -> scalar, a pair (R, tau) or a list of those, "
                     f"got {item!r}")
 
+
+
+def check_regularizers(value, name: str = "regularizers"):
+    """The validator of an estimator's or a fit function's ``regularizers``: anything
+    :func:`as_regularizer` accepts (plain functions are checked for the protocol
+    ``R(phi, theta) -> scalar``); returns ``value`` unchanged, else one ``ValueError`` naming ``name``."""
+    try:
+        as_regularizer(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be None, a Regularizer, a callable R(phi, theta), a pair (R, tau) or a "
+                         f"list of those; {e}") from None
+    return value
 
 def _is_coefficient(x) -> bool:
     return is_number(x) or isinstance(x, Schedule)

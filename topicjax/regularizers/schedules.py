@@ -68,6 +68,8 @@ class Schedule(eqx.Module):
 
 
 class Constant(Schedule):
+    """``tau(it) = value`` at every iteration (what a plain number becomes)."""
+
     value: Any
 
     def __init__(self, value):

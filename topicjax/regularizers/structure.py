@@ -14,7 +14,7 @@ from topicjax.regularizers.base import Context, Regularizer, custom, register
 from topicjax.regularizers.resolve import (as_data, check_rate, doc_index, doc_lengths, row_mask, spec, topic_distribution,
                                            topic_index, topic_mask, word_distribution, word_index)
 
-__all__ = ["decorrelate", "decorrelate_phi", "document_links", "correlated_topics", "coherence", "topic_selection"]
+__all__ = ["decorrelate", "document_links", "correlated_topics", "improve_coherence", "topic_selection"]
 
 
 def _decorrelate_fn(phi, theta, p):
@@ -37,8 +37,7 @@ def decorrelate(topics=None, modalities=None) -> Regularizer:
                        spec=spec("decorrelate", topics=topics, modalities=modalities))
 
 
-#: Alias of :func:`decorrelate`.
-decorrelate_phi = decorrelate
+# BigARTM's name (DecorrelatorPhi), accepted where a factory is named by a string
 register("decorrelate_phi")(decorrelate)
 
 
@@ -179,8 +178,9 @@ def _coherence_newman_fn(phi, theta, p):
 
 
 @register()
-def coherence(form: str = "kl", cooc=None, words=None, max_words: int | None = 2000, topics=None) -> Regularizer:
-    """Coherence regularizers on document co-occurrence of words.
+def improve_coherence(form: str = "kl", cooc=None, words=None, max_words: int | None = 2000, topics=None) -> Regularizer:
+    """Regularizers that make topics more coherent, from document co-occurrence of words (BigARTM's
+    ``ImproveCoherencePhi``).
 
     * ``form="kl"`` (eq. 40-42): ``R = Σ_t n_t Σ_w p̂(w|t) ln φ_wt`` with
       p̂(w|t) = Σ_{v≠w} C_wv φ_vt, C_wv = p̂(w|v) = N_wv / N_v (documents holding both words over
@@ -195,17 +195,17 @@ def coherence(form: str = "kl", cooc=None, words=None, max_words: int | None = 2
     (a dense K x K matrix; ``None`` = every word).  ``topics`` restricts the regularizer.
     """
     if form not in ("kl", "newman"):
-        raise ValueError(f"coherence: form must be 'kl' or 'newman', got {form!r}")
+        raise ValueError(f"improve_coherence: form must be 'kl' or 'newman', got {form!r}")
 
     def binder(ctx: Context):
         word_rows = np.flatnonzero(ctx.word_rows)
         if words is not None:
-            idx = np.asarray([word_index(w, ctx, "coherence") for w in words], np.int64)
+            idx = np.asarray([word_index(w, ctx, "improve_coherence") for w in words], np.int64)
         elif cooc is not None:
             idx = word_rows[: np.asarray(cooc).shape[0]]
         else:
             if ctx.corpus is None:
-                raise ValueError("coherence needs the corpus (or cooc=) to count co-occurrences")
+                raise ValueError("improve_coherence needs the corpus (or cooc=) to count co-occurrences")
             wc = np.asarray(ctx.corpus.word_counts)
             k = wc.size if max_words is None else min(int(max_words), wc.size)
             idx = np.sort(np.argsort(-wc, kind="stable")[:k])
@@ -215,7 +215,7 @@ def coherence(form: str = "kl", cooc=None, words=None, max_words: int | None = 2
                 raise ValueError(f"cooc has shape {C.shape}, expected ({idx.size}, {idx.size})")
         else:
             if ctx.corpus is None:
-                raise ValueError("coherence needs the corpus (or cooc=) to count co-occurrences")
+                raise ValueError("improve_coherence needs the corpus (or cooc=) to count co-occurrences")
             import scipy.sparse as sp
 
             c = ctx.corpus
@@ -234,13 +234,17 @@ def coherence(form: str = "kl", cooc=None, words=None, max_words: int | None = 2
         tm = topic_mask(topics, ctx)
         p = {"idx": np.asarray(idx, np.int32), "C": as_data(C)}
         if form == "kl":
-            p["doc_lengths"] = as_data(doc_lengths(ctx, "coherence"))
+            p["doc_lengths"] = as_data(doc_lengths(ctx, "improve_coherence"))
         p["tmask"] = as_data(tm)
         return p
 
     return custom(_coherence_kl_fn if form == "kl" else _coherence_newman_fn, name=f"coherence_{form}",
                        binder=binder, nonnegative=True, uses_theta=False,
-                       spec=spec("coherence", form=form, cooc=cooc, words=words, max_words=max_words, topics=topics))
+                       spec=spec("improve_coherence", form=form, cooc=cooc, words=words, max_words=max_words, topics=topics))
+
+
+# models saved before the factory was renamed name it "coherence" in their specs
+register("coherence")(improve_coherence)
 
 
 # ----------------------------------------------------------------------------- topic selection

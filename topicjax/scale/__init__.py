@@ -1,5 +1,11 @@
-"""Scale: online EM over on-disk batch stores, and one model sharded over devices and hosts."""
+"""Scale: online EM over on-disk batch stores, and one model sharded over devices and hosts.
 
-from topicjax.scale import distributed, online
+* :mod:`~topicjax.scale.store` -- the batch store (a corpus on disk, read one batch at a time);
+* :mod:`~topicjax.scale.convert` -- UCI and Vowpal Wabbit files streamed into a store;
+* :mod:`~topicjax.scale.online` -- the online PLSA/ARTM fit over a store (``fit_online``);
+* :mod:`~topicjax.scale.distributed` -- one model's documents sharded over devices and processes.
+"""
 
-__all__ = ["distributed", "online"]
+from topicjax.scale import convert, distributed, online, store
+
+__all__ = ["convert", "distributed", "online", "store"]

@@ -48,10 +48,11 @@ documents; the loss is −Σ_{d∈batch} log P(d) / (tokens in the batch).
 solvers as algorithms of the one driver, :mod:`topicjax.core.driver`), :mod:`~topicjax.ttmm.model`
 (the estimator).
 
-**Inference.**  :func:`doc_log_likelihood` (exact log P(d), eq. 3), :func:`theme_posterior`
-(P(h|d), eq. 6: a soft clustering), :func:`topic_posterior` (P(t|d), eq. 18: the document features)
-and :func:`token_topic_shares` (the expected share of the document's tokens drawn from each topic, a
-model-consistent alternative to eq. 18 offered for comparison).
+**Inference.**  :meth:`TTMM.score_samples` (exact log P(d), eq. 3), :meth:`TTMM.predict_proba`
+(P(h|d), eq. 6: a soft clustering) and :meth:`TTMM.predict` (the most likely theme),
+:meth:`TTMM.transform` (P(t|d), eq. 18: the document features) and :meth:`TTMM.topic_shares` (the
+expected share of the document's tokens drawn from each topic, a model-consistent alternative to
+eq. 18 offered for comparison); the sweeps behind them are in :mod:`~topicjax.ttmm.sweeps`.
 
 Bits may differ between CPU and GPU for the same seed; on one device the same seed gives the same
 result.
@@ -59,16 +60,15 @@ result.
 >>> from topicjax.ttmm import TTMM, sample_corpus, synthetic_params
 >>> truth = synthetic_params(3, 4, 20, concentration=0.3, seed=0)
 >>> corpus, themes = sample_corpus(truth, n_docs=60, doc_length=40, seed=0)
->>> model = TTMM(n_themes=3, n_components=4, max_iter=20, random_state=0, progress=False).fit(corpus)
+>>> model = TTMM(4, n_themes=3, max_iter=20, random_state=0, progress=False).fit(corpus)
 >>> model.transform(corpus).shape, model.predict(corpus).shape
 ((60, 4), (60,))
 """
 
-
-from topicjax.ttmm.em import EMState, em_init, em_step
+# The public surface is the estimator and the synthetic model; the solvers' states and steps
+# (topicjax.ttmm.em, topicjax.ttmm.sgd) and the sweeps over a corpus layout
+# (topicjax.ttmm.sweeps) are internal and imported from their modules.
 from topicjax.ttmm.model import TTMM
-from topicjax.ttmm.params import TTMMParams, random_params, sample_corpus, synthetic_params
-from topicjax.ttmm.sweeps import doc_log_likelihood, prepare, theme_posterior, token_topic_shares, topic_posterior
+from topicjax.ttmm.params import TTMMParams, sample_corpus, synthetic_params
 
-__all__ = ["TTMM", "TTMMParams", "EMState", "random_params", "synthetic_params", "sample_corpus", "prepare", "em_init",
-           "em_step", "doc_log_likelihood", "theme_posterior", "topic_posterior", "token_topic_shares"]
+__all__ = ["TTMM", "TTMMParams", "sample_corpus", "synthetic_params"]

@@ -14,11 +14,11 @@ from topicjax.core.layout import DocWordCounts
 from topicjax.ttmm.params import TTMMParams, random_params
 from topicjax.ttmm.sweeps import EPS, normalize_rows, theme_terms, word_sums
 
-__all__ = ["EMState", "em_init", "em_step", "em_step_impl", "ALGORITHM", "loglik_measure", "loglik_value",
+__all__ = ["TTMMEMState", "em_init", "em_step", "em_step_impl", "TTMM_EM", "loglik_measure", "loglik_value",
            "converged_double"]
 
 
-class EMState(NamedTuple):
+class TTMMEMState(NamedTuple):
     """State of TTMM EM.  ``doc_loglik`` is log P(d) (eq. 3) of the parameters *before* the last
     step (a by-product of its E-step; zeros before the first step)."""
 
@@ -27,13 +27,13 @@ class EMState(NamedTuple):
     iteration: Int[Array, ""]
 
 
-def em_init(key, n_themes: int, n_components: int, n_words: int, n_docs: int, *, dtype=jnp.float32) -> EMState:
+def em_init(key, n_themes: int, n_components: int, n_words: int, n_docs: int, *, dtype=jnp.float32) -> TTMMEMState:
     """Initial EM state from :func:`random_params` (depends on ``key`` only)."""
     params = random_params(key, n_themes, n_components, n_words, dtype=dtype)
-    return EMState(params, jnp.zeros((n_docs,), dtype), jnp.zeros((), jnp.int32))
+    return TTMMEMState(params, jnp.zeros((n_docs,), dtype), jnp.zeros((), jnp.int32))
 
 
-def em_step_impl(state: EMState, data: DocWordCounts) -> EMState:
+def em_step_impl(state: TTMMEMState, data: DocWordCounts) -> TTMMEMState:
     pi, tau, beta = state.params
     n_docs, n_words = state.doc_loglik.shape[0], beta.shape[1]
     # E-step: P_dj = P(h=j|d) (eq. 6) in log space.
@@ -46,7 +46,7 @@ def em_step_impl(state: EMState, data: DocWordCounts) -> EMState:
     n_jk = tau * (R @ beta.T)
     n_kw = beta * (tau.T @ R)
     pi_new = n_j / n_j.sum()
-    return EMState(
+    return TTMMEMState(
         TTMMParams(pi_new, normalize_rows(n_jk, tau), normalize_rows(n_kw, beta)), ll, state.iteration + 1
     )
 
@@ -96,6 +96,6 @@ def _health(state, static):
     return finite, jnp.array(True)
 
 
-#: TTMM EM for the drivers: args ``(data,)``, the layout of :func:`topicjax.ttmm.sweeps.prepare`.
-ALGORITHM = driver.Algorithm(step=_step, objective=_objective, record=_record, health=_health,
-                             converged=converged_double, value=loglik_value)
+#: TTMM EM for the drivers: args ``(data,)``, the layout of :func:`topicjax.ttmm.sweeps.theme_layout`.
+TTMM_EM = driver.Algorithm(step=_step, objective=_objective, record=_record, health=_health,
+                           converged=converged_double, value=loglik_value)

@@ -13,12 +13,13 @@ from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
 from topicjax.core import validation as V
-from topicjax.estimator import TopicModelBase, host_array
+from topicjax.estimator import TopicModelBase, host_array, int_sequence
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ttmm import em as ttmm_em
 from topicjax.ttmm import sgd
 from topicjax.ttmm.params import TTMMParams, random_params
-from topicjax.ttmm.sweeps import doc_log_likelihood, prepare, theme_posterior, token_topic_shares, topic_posterior
+from topicjax.ttmm.sweeps import (doc_log_likelihood, doc_topic_posterior, theme_layout, theme_posterior,
+                                  token_topic_shares)
 
 __all__ = ["TTMM"]
 
@@ -45,8 +46,8 @@ class TTMM(TopicModelBase):
 
     Parameters
     ----------
-    n_themes: J, the number of themes (document clusters).
-    n_components: K, the number of topics.
+    n_components: K, the number of topics; the only positional parameter, ``TTMM(30, n_themes=10)``.
+    n_themes: J, the number of themes (document clusters); keyword-only.
     solver: ``"em"`` (exact EM; the log-likelihood never decreases) or ``"sgd"`` (minibatch
         gradient steps on the softmax logits with ``optimizer``; ``max_iter`` counts epochs).
     optimizer: an ``optax.GradientTransformation`` for ``solver="sgd"``; default
@@ -82,7 +83,9 @@ class TTMM(TopicModelBase):
     _meta_specs = {"loglik_history_": "numbers", "history_": "records", "n_iter_": "int"}
     _meta_required = ("loglik_history_", "history_", "n_iter_")
 
-    def __init__(self, n_themes=10, n_components=10, *, solver="em", optimizer=None, batch_size=64,
+    _formerly_first = "n_themes"
+
+    def __init__(self, n_components=10, *, n_themes=10, solver="em", optimizer=None, batch_size=64,
                  max_iter=100, tol=1e-6, random_state=0, chunk=None, progress=True):
         self.n_themes = n_themes
         self.n_components = n_components
@@ -105,11 +108,11 @@ class TTMM(TopicModelBase):
     }
 
     # ---------------------------------------------------------------- checks
-    def _check_params(self):
-        self._validate_params()
+    def _validate_params(self):
+        """Every parameter through its validator, then the constraint between parameters."""
+        super()._validate_params()
         if self.optimizer is not None and self.solver != "sgd":
             raise ValueError("optimizer is only used by solver='sgd'; set solver='sgd' or optimizer=None")
-        return int(self.n_themes), int(self.n_components)
 
     # ---------------------------------------------------------------- fitting
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
@@ -117,16 +120,17 @@ class TTMM(TopicModelBase):
         ``checkpoint``: a folder where the fit's progress (with SGD, the document-order generator
         too) is saved every ``checkpoint_every`` iterations or epochs, and from which a killed fit
         resumes, to the same model bit for bit on CPU (:mod:`topicjax.core.checkpoint`)."""
-        J, K = self._check_params()
+        self._validate_params()
+        J, K = int(self.n_themes), int(self.n_components)
         corpus = self._train_corpus(X)
         corpus.check_topics(K)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         D, W = corpus.n_docs, corpus.n_words
-        data = prepare(corpus, J, self.chunk)
+        data = theme_layout(corpus, J, self.chunk)
         seed = self._seed(ckpt)
         if self.solver == "em":
             state = ttmm_em.em_init(as_key(seed), J, K, W, D)
-            state, records = driver.run(ttmm_em.ALGORITHM, None, state, (data,), max_iter=int(self.max_iter),
+            state, records = driver.run(ttmm_em.TTMM_EM, None, state, (data,), max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM EM",
                                         checkpoint=None if ckpt is None else ckpt.run("fit"))
             params = state.params
@@ -139,7 +143,7 @@ class TTMM(TopicModelBase):
         self.pi_ = host_array(params.pi)
         self.tau_ = host_array(params.tau)
         self.beta_ = host_array(params.beta)
-        self.theta_ = host_array(topic_posterior(params, data, D)).T
+        self.theta_ = host_array(doc_topic_posterior(params, data, D)).T
         self.loglik_history_ = [float(v) for v in lls]
         self.n_iter_ = len(records)
         self._set_components()
@@ -186,7 +190,7 @@ class TTMM(TopicModelBase):
         run_ckpt = None if ckpt is None else ckpt.run(
             "fit", get_host=lambda: {"rng": rng.bit_generator.state, "n_real": list(n_real)}, set_host=set_host)
         try:
-            state, records = driver.run(sgd.ALGORITHM, (optimizer, D), state, None, max_iter=int(self.max_iter),
+            state, records = driver.run(sgd.TTMM_SGD, (optimizer, D), state, None, max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM SGD", before=before,
                                         explain=explain, checkpoint=run_ckpt)
         except NumericalError as e:
@@ -202,28 +206,33 @@ class TTMM(TopicModelBase):
             )
         return sgd.params_from_logits(state.logits), lls, records
 
-    def fit_many(self, X, y=None, *, seeds=None, mode=None, batch_size=None, **kwargs) -> list:
+    def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
+                 workers=None) -> list:
         """Many fits in one call: random restarts (``seeds``) of the EM solver run as one
-        compiled batch (:func:`topicjax.core.driver.run_many`; ``mode``, ``batch_size`` as there),
-        each equal to its separate :meth:`fit`; other settings (``n_topics``, ``params``, the SGD
-        solver) are fitted one after the other by :meth:`TopicModelBase.fit_many`."""
-        if kwargs or seeds is None or self.solver != "em":
-            return super().fit_many(X, y, seeds=seeds, mode=mode, **kwargs)
-        from topicjax.estimator import int_sequence
-
-        J, K = self._check_params()
+        compiled batch (:func:`topicjax.core.driver.run_many`; ``mode``, ``vmap_size``,
+        ``workers`` as there), each equal to its separate :meth:`fit`; other settings
+        (``n_topics``, ``params``, the SGD solver) are fitted one after the other by
+        :meth:`TopicModelBase.fit_many` (``mode="vmap"`` or ``"devices"`` then warns that it falls
+        back)."""
+        if n_topics is not None or params or seeds is None or self.solver != "em":
+            why = ("TTMM's SGD epochs draw their minibatches on the host" if self.solver != "em"
+                   else "TTMM's compiled batch varies seeds only, not n_topics or params")
+            return self._fit_many_on_host(X, y, seeds=seeds, n_topics=n_topics, params=params, mode=mode,
+                                          vmap_size=vmap_size, workers=workers, why=why)
+        self._validate_params()
+        J, K = int(self.n_themes), int(self.n_components)
         seeds = int_sequence(seeds, "seeds", 0)
         if not seeds:
             raise ValueError("fit_many: no models")
         corpus = self._train_corpus(X)
         corpus.check_topics(K)
         D, W = corpus.n_docs, corpus.n_words
-        data = prepare(corpus, J, self.chunk)
+        data = theme_layout(corpus, J, self.chunk)
         keys = jnp.stack([as_key(s, "seeds") for s in seeds])
         states = jax.vmap(lambda k: ttmm_em.em_init(k, J, K, W, D))(keys)
-        finals, recs, n_done, status = driver.run_many(ttmm_em.ALGORITHM, None, states, (data,), batched=(False,),
+        finals, recs, n_done, status = driver.run_many(ttmm_em.TTMM_EM, None, states, (data,), batched=(False,),
                                                        max_iter=int(self.max_iter), tol=float(self.tol), mode=mode,
-                                                       batch_size=batch_size)
+                                                       vmap_size=vmap_size, workers=workers)
         recs = jax.tree.map(np.asarray, recs)
         models = []
         for g, seed in enumerate(seeds):
@@ -240,7 +249,7 @@ class TTMM(TopicModelBase):
             lls = [_total(r) for r in rows] + [final]
             m._set_history(rows, lls[1:])
             m.pi_, m.tau_, m.beta_ = (host_array(x) for x in params)
-            m.theta_ = host_array(topic_posterior(params, data, D)).T
+            m.theta_ = host_array(doc_topic_posterior(params, data, D)).T
             m.loglik_history_ = [float(v) for v in lls]
             m.n_iter_ = n
             m._set_components()
@@ -265,7 +274,7 @@ class TTMM(TopicModelBase):
 
     def _data(self, X):
         corpus = self._new_corpus(X)
-        return corpus, prepare(corpus, len(self.pi_), self.chunk)
+        return corpus, theme_layout(corpus, len(self.pi_), self.chunk)
 
     @property
     def phi_(self) -> np.ndarray:
@@ -273,7 +282,7 @@ class TTMM(TopicModelBase):
         return np.asarray(self.beta_).T
 
     def transform(self, X, empty_docs="keep") -> np.ndarray:
-        """Topic posteriors P(t|d) of eq. 18, ``(n_docs, n_components)`` (see :func:`topic_posterior`).
+        """Topic posteriors P(t|d) of eq. 18, ``(n_docs, n_components)`` (see :func:`doc_topic_posterior`).
 
         ``X``: a :class:`~topicjax.data.Corpus` over the model's vocabulary or a count matrix
         whose columns ARE the model's words in ``vocab_`` order (a matrix has no vocabulary: only
@@ -284,7 +293,7 @@ class TTMM(TopicModelBase):
         """
         params = self._params()
         return self._transform_docs(
-            X, empty_docs, lambda c: topic_posterior(params, prepare(c, len(self.pi_), self.chunk), c.n_docs))
+            X, empty_docs, lambda c: doc_topic_posterior(params, theme_layout(c, len(self.pi_), self.chunk), c.n_docs))
 
     def _no_evidence(self) -> np.ndarray:
         prior = np.asarray(self.pi_, np.float64) @ np.asarray(self.tau_, np.float64)

@@ -17,7 +17,7 @@ from topicjax.ttmm.params import TTMMParams
 from topicjax.ttmm.sweeps import doc_log_likelihood, safe_log
 
 __all__ = ["Batch", "SGDState", "params_from_logits", "logits_from_params", "batch_loss", "sgd_init",
-           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "ALGORITHM"]
+           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "TTMM_SGD"]
 
 
 class Batch(NamedTuple):
@@ -180,6 +180,6 @@ def _health(state, static):
 
 
 #: One SGD epoch for the drivers: static ``(optimizer, n_docs)``, args ``(batches, data)``.
-ALGORITHM = driver.Algorithm(step=epoch_step, objective=_objective, record=_objective, health=_health,
-                             converged=converged_double, value=loglik_value)
+TTMM_SGD = driver.Algorithm(step=epoch_step, objective=_objective, record=_objective, health=_health,
+                            converged=converged_double, value=loglik_value)
 

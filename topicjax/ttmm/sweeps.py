@@ -16,14 +16,14 @@ from topicjax.core.layout import DocWordCounts
 from topicjax.data.corpus import Corpus
 from topicjax.ttmm.params import TTMMParams
 
-__all__ = ["prepare", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "centred_doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
-           "doc_log_likelihood", "theme_posterior", "topic_posterior", "token_topic_shares", "EPS"]
+__all__ = ["theme_layout", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "centred_doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
+           "doc_log_likelihood", "theme_posterior", "doc_topic_posterior", "token_topic_shares", "EPS"]
 
 #: Target number of gathered values per chunk (chunk x J): 4M floats = 16 MB.
 CHUNK_VALUES = 1 << 22
 
 
-def prepare(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocWordCounts:
+def theme_layout(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocWordCounts:
     """:func:`topicjax.core.layout.prepare` with a chunk size suited to J: each chunk gathers chunk x J values."""
     if chunk is None:
         chunk = int(np.clip(CHUNK_VALUES // max(int(n_themes), 1), 1024, layout.DEFAULT_CHUNK))
@@ -178,14 +178,14 @@ doc_log_likelihood = numerics.full_precision(jax.jit(_doc_log_likelihood_impl, s
 doc_log_likelihood.__doc__ = """Exact log P(d) of every document (eq. 3), ``(n_docs,)``, in log space.
 
 ``log P(d) = logsumexp_j [log π_j + Σ_w n_dw log (τβ)_jw]``; cost O(nnz·J + JKW) — the paper's
-O(JK|d|) per document, with τβ shared by all documents.  ``data`` comes from :func:`prepare`.
+O(JK|d|) per document, with τβ shared by all documents.  ``data`` comes from :func:`theme_layout`.
 """
 
 theme_posterior = numerics.full_precision(jax.jit(_theme_posterior_impl, static_argnums=(2,)))
 theme_posterior.__doc__ = """Theme posteriors P(h=j | d) (eq. 6), ``(n_docs, J)``: the soft clustering of documents."""
 
-topic_posterior = numerics.full_precision(jax.jit(_topic_posterior_impl, static_argnums=(2,)))
-topic_posterior.__doc__ = """Topic posteriors P(t=k | d) of eq. 18, ``(n_docs, K)``: the paper's document features.
+doc_topic_posterior = numerics.full_precision(jax.jit(_topic_posterior_impl, static_argnums=(2,)))
+doc_topic_posterior.__doc__ = """Topic posteriors P(t=k | d) of eq. 18, ``(n_docs, K)``: the paper's document features.
 
 Eq. 18 defines ``P(t=k, d) = Π_w β_kw^{n_dw} Σ_j π_j τ_jk``: the topic is drawn once for the
 whole document.  Its sum over k is therefore not P(d) of eq. 3 (where every token draws its own

@@ -6,7 +6,7 @@ ARTM eq. 14-16) with coefficients ``exp(u)``, ``x_K = F(x_{K-1}, u)`` for the fi
 and ``f(x_K)`` for the objective (:mod:`topicjax.tune.objectives`).  Two ways to ``df/du``:
 
 * :func:`unrolled` -- reverse mode through the ``K`` iterations (``jax.value_and_grad`` of
-  :func:`topicjax.tune.problem.fit`, a ``lax.scan`` with a checkpointed step): the exact
+  :func:`topicjax.tune.problem.fit_at`, a ``lax.scan`` with a checkpointed step): the exact
   derivative of the fit that was run, schedules included (a Linear ramp's ``first`` matters
   through the early iterations), at the price of a reverse pass that recomputes every step
   (about 3-4 forward fits of time; memory: the ``K`` states).
@@ -41,8 +41,8 @@ whatever ``TOPICJAX_ESTEP`` selects (:mod:`topicjax.tune.backend`).
 >>> model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.1)], max_iter=10, progress=False)
 >>> problem = Problem.from_model(model, train)
 >>> targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 10.0)})
->>> value, parts, grad, state = unrolled(problem, O.heldout_perplexity(*valid.completion_split()), targets,
-...                                      jnp.log(jnp.array([0.1])))
+>>> objective = O.heldout_perplexity_loss(*valid.completion_split())
+>>> value, parts, grad, state = unrolled(problem, objective, targets, jnp.log(jnp.array([0.1])))
 >>> grad.shape
 (1,)
 """
@@ -56,7 +56,7 @@ import jax.numpy as jnp
 from topicjax.core import em
 from topicjax.tune.backend import engine
 from topicjax.tune.objectives import Objective
-from topicjax.tune.problem import Problem, fit, set_coefs
+from topicjax.tune.problem import Problem, fit_at, set_coefs
 
 __all__ = ["unrolled", "implicit", "forward", "forward_many", "fit_state", "fixed_point_map", "SOLVERS"]
 
@@ -73,7 +73,7 @@ def _evaluate(problem: Problem, objective: Objective, state):
 
 def _unrolled_impl(problem, objective, targets, u):
     def f(u):
-        state = fit(problem, targets, u)
+        state = fit_at(problem, targets, u)
         value, parts = _evaluate(problem, objective, state)
         return value, (parts, state)
 
@@ -90,7 +90,7 @@ def unrolled(problem: Problem, objective: Objective, targets, u):
 
 
 def _forward_impl(problem, objective, targets, u):
-    state = fit(problem, targets, u)
+    state = fit_at(problem, targets, u)
     value, parts = _evaluate(problem, objective, state)
     return value, parts, state
 
@@ -206,9 +206,9 @@ def implicit(problem: Problem, objective: Objective, targets, u, state=None, *, 
     return _implicit_jit(problem, objective, targets, u, state, solver, float(tol), int(maxiter), int(restart))
 
 
-_fit_jit = jax.jit(fit, static_argnames=("targets",))
+_fit_jit = jax.jit(fit_at, static_argnames=("targets",))
 
 
 def fit_state(problem: Problem, targets, u):
-    """The fitted state (compiled :func:`~topicjax.tune.problem.fit`, no derivatives)."""
+    """The fitted state (compiled :func:`~topicjax.tune.problem.fit_at`, no derivatives)."""
     return _fit_jit(problem, _keys(targets), jnp.asarray(u, problem.state.phi.dtype))

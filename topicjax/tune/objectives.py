@@ -6,28 +6,49 @@ validation corpora on the device; the weights are leaves too, so changing them n
 recompiles).  ``objective(phi, theta) -> (value, {part name: loss})``; ``a + b`` and
 ``w * a`` combine them.
 
-* :func:`heldout_perplexity` -- the log-perplexity of held-out tokens by document completion
+* :func:`heldout_perplexity_loss` -- the log-perplexity of held-out tokens by document completion
   (ARTM sec. 5): Θ of the validation documents is *folded in* on their observed part with Φ
-  fixed (:func:`fold_in`, ``n_iter`` iterations of eq. 16 from uniform, differentiated through
-  the iterations), then ``-Σ n'_dw log Σ_t φ_wt θ_td / n'`` over the held-out part.  It equals
-  :func:`topicjax.evaluation.metrics.heldout_perplexity` (log of it; tested).
-* :func:`coherence` -- a smooth coherence: the expected NPMI of two distinct words drawn from a
+  fixed (:func:`differentiable_fold_in`, ``n_iter`` iterations of eq. 16 from uniform,
+  differentiated through the iterations), then ``-Σ n'_dw log Σ_t φ_wt θ_td / n'`` over the
+  held-out part.  It equals :func:`topicjax.evaluation.metrics.heldout_perplexity` (log of it;
+  tested).
+* :func:`coherence_loss` -- a smooth coherence: the expected NPMI of two distinct words drawn from a
   topic's *sharpened* word distribution ``q_t ∝ φ_t^γ`` (see its docstring); with γ = 1 this is
   the NPMI averaged over the topic's word pairs weighted by φ, and when a topic is uniform over
   k words it is exactly the top-k NPMI coherence of
   :func:`topicjax.evaluation.metrics.coherence` (tested).  The loss is minus the mean over
   topics.
-* :func:`classification` -- the cross-entropy of a multinomial logistic regression on the topic
+* :func:`classification_loss` -- the cross-entropy of a multinomial logistic regression on the topic
   proportions θ_d: trained on the training documents' Θ (to convergence by Newton's method,
   differentiated by the implicit function theorem), evaluated on the validation documents' Θ
   (folded in).
+
+Why an Objective is not a :class:`~topicjax.regularizers.Regularizer`
+------------------------------------------------------------------------
+Both are equinox pytrees of terms whose data and weights are leaves, and both are checked for
+code JAX cannot trace by the same :func:`~topicjax.regularizers.base.traced_error`; the rest
+differs in what each is for, so neither is built on the other:
+
+* a regularizer term is a penalty ``τ R(Φ, Θ)`` *maximised* inside every EM iteration: it enters
+  the M-step through ``φ ∂R/∂φ`` (eq. 15) at clamped Φ, Θ, its coefficient is a schedule of the
+  iteration (or of the score history, on the host), it is bound to a corpus's context
+  (modalities, classes, document-level data), may learn parameters, and is saved with the
+  model as a spec;
+* an objective part is a loss of the *fitted* model, *minimised* by the tuner outside the fit:
+  it is evaluated once at the end, on validation data the fit never sees (held-out documents,
+  labels), through Θ folded in or a classifier trained on the fit's Θ; its weight is a plain
+  number (no schedule, no iteration), it reports its value per part, and it is never saved.
+
+Making one a special case of the other would give each type fields that mean nothing for it
+(a schedule on a loss, a per-part value on a penalty) and let one be passed where the other is
+meant; the tuner takes an Objective *and* the model's Regularizer, whose coefficients it tunes.
 
 >>> import topicjax as tj
 >>> from topicjax.tune import objectives as O
 >>> corpus, _ = tj.datasets.make_bars(n_docs=60, seed=0)
 >>> train, valid = corpus.train_test_split(20, seed=0)
 >>> observed, heldout = valid.completion_split(seed=0)
->>> obj = O.heldout_perplexity(observed, heldout) + 0.5 * O.coherence(train)
+>>> obj = O.heldout_perplexity_loss(observed, heldout) + 0.5 * O.coherence_loss(train)
 >>> obj.names
 ('log_perplexity', 'neg_npmi')
 """
@@ -46,11 +67,12 @@ from topicjax.core import layout, mstep
 from topicjax.core.estep import EPS
 from topicjax.data.corpus import Corpus
 from topicjax.evaluation.metrics import cooccurrence
+from topicjax.regularizers.base import traced_error
 from topicjax.regularizers.schedules import is_number
 from topicjax.tune.backend import differentiable
 
-__all__ = ["Objective", "Part", "heldout_perplexity", "coherence", "classification", "fold_in", "npmi_matrix",
-           "expected_npmi", "as_objective"]
+__all__ = ["Objective", "Part", "heldout_perplexity_loss", "coherence_loss", "classification_loss",
+           "differentiable_fold_in", "npmi_matrix", "expected_npmi", "as_objective"]
 
 
 class Part(eqx.Module):
@@ -68,7 +90,8 @@ class Part(eqx.Module):
 
 
 class Objective(eqx.Module):
-    """A weighted sum of :class:`Part` losses, minimised by the tuner (see the module docstring)."""
+    """A weighted sum of :class:`Part` losses, minimised by the tuner (see the module docstring,
+    also for why this is a type of its own rather than a :class:`~topicjax.regularizers.Regularizer`)."""
 
     parts: tuple
 
@@ -129,8 +152,6 @@ class Objective(eqx.Module):
         """A clear error naming the part whose function JAX cannot trace (a Python ``if`` on a
         traced value...: :func:`~topicjax.regularizers.base.traced_error`) at ``phi`` (the word
         rows) and ``theta``, before the tuner compiles it: an abstract evaluation, no computation."""
-        from topicjax.regularizers.base import traced_error
-
         for p in self.parts:
             data, rest = eqx.partition(p.data, eqx.is_array)  # its data are traced too
 
@@ -182,7 +203,7 @@ class _Plain:
 
 
 # ----------------------------------------------------------------------------- document completion
-def fold_in(phi, data, n_docs: int, n_iter: int = 30):
+def differentiable_fold_in(phi, data, n_docs: int, n_iter: int = 30):
     """Θ (T x n_docs) of documents ``data`` (a differentiable layout) with Φ fixed: ``n_iter``
     iterations of ``θ_d ∝ θ_d ⊙ ∂L/∂θ_d`` (ARTM eq. 16, no regularizer; θ clamped at EPS as
     the M-step does) from uniform, differentiable in Φ (a ``lax.scan`` with a checkpointed
@@ -201,7 +222,7 @@ def fold_in(phi, data, n_docs: int, n_iter: int = 30):
 
 
 def _completion_loss(phi, theta, d):
-    theta_v = fold_in(phi, d["observed"], d["n_docs"], d["n_iter"])
+    theta_v = differentiable_fold_in(phi, d["observed"], d["n_docs"], d["n_iter"])
     held = d["heldout"]
     # held-out tokens of words no topic can produce (zero rows of Φ: unseen in training) are
     # ignored, as in metrics.heldout_log_likelihood; the mask is a constant of the derivative
@@ -216,8 +237,8 @@ class _Static(eqx.Module):
     value: Any = eqx.field(static=True)
 
 
-def heldout_perplexity(observed: Corpus, heldout: Corpus, *, n_iter: int = 30, name: str = "log_perplexity",
-                       chunk: int | None = None) -> Objective:
+def heldout_perplexity_loss(observed: Corpus, heldout: Corpus, *, n_iter: int = 30, name: str = "log_perplexity",
+                            chunk: int | None = None) -> Objective:
     """Log-perplexity of ``heldout`` by document completion (ARTM sec. 5; see the module
     docstring).  ``observed``/``heldout``: the two parts of the validation documents
     (:meth:`Corpus.completion_split`), on the training vocabulary.  ``exp`` of the loss is
@@ -309,8 +330,8 @@ def _coherence_loss(phi, theta, d):
     return -jnp.sum(e) / n
 
 
-def coherence(reference: Corpus, *, power: float = 2.0, max_words: int = 2000, topics=None,
-              name: str = "neg_npmi") -> Objective:
+def coherence_loss(reference: Corpus, *, power: float = 2.0, max_words: int = 2000, topics=None,
+                   name: str = "neg_npmi") -> Objective:
     """Smooth coherence (loss: minus the mean over topics of the expected NPMI).
 
     Design: for topic t let ``q_t ∝ φ_t^γ`` over the candidate words (``γ = power``); the
@@ -378,7 +399,7 @@ def logistic_regression(X, y, n_classes: int, l2: float, n_newton: int = 25):
 
 def _classification_loss(phi, theta, d):
     W = logistic_regression(_features(theta), d["train_labels"], d["n_classes"], d["l2"], d["n_newton"])
-    theta_v = fold_in(phi, d["valid"], d["n_valid"], d["n_iter"])
+    theta_v = differentiable_fold_in(phi, d["valid"], d["n_valid"], d["n_iter"])
     return _softmax_ce(W, _features(theta_v), d["valid_labels"], d["n_classes"])
 
 
@@ -391,15 +412,15 @@ def _labels(labels, what: str) -> np.ndarray:
     return y.astype(np.int64)
 
 
-def classification(train_labels, valid: Corpus, valid_labels=None, *, l2: float = 1e-3, n_iter: int = 30,
-                   n_newton: int = 25, name: str = "cross_entropy") -> Objective:
+def classification_loss(train_labels, valid: Corpus, valid_labels=None, *, l2: float = 1e-3, n_iter: int = 30,
+                        n_newton: int = 25, name: str = "cross_entropy") -> Objective:
     """Cross-entropy of a classifier of the validation documents from their topic proportions.
 
     A multinomial logistic regression on the features ``[θ_d, 1]`` with an L2 penalty ``l2``
     is trained on the training documents' Θ of the fit with labels ``train_labels`` (class ids,
     or the training corpus with single labels) by :func:`logistic_regression`; the loss is its
     mean cross-entropy on the validation documents ``valid`` (Θ folded in on the whole
-    documents, :func:`fold_in`), with labels ``valid_labels`` (default ``valid``'s own).
+    documents, :func:`differentiable_fold_in`), with labels ``valid_labels`` (default ``valid``'s own).
     Class ids are shared: use the same label names on both sides."""
     y_train = _labels(train_labels, "train_labels")
     y_valid = _labels(valid if valid_labels is None else valid_labels, "valid_labels")

@@ -8,21 +8,21 @@ regularizer to tune -- a coefficient, or a parameter of its schedule -- and
 :func:`set_coefs` writes values into those leaves of the regularizer's pytree
 (``eqx.tree_at``), so a fit is a pure function of a vector ``u`` of (log) coefficients:
 
-    fit(problem, targets, u) = em.step ∘ ... ∘ em.step (problem.state)      (n_iter steps)
+    fit_at(problem, targets, u) = em.step ∘ ... ∘ em.step (problem.state)      (n_iter steps)
 
-run by :func:`fit` as a ``lax.scan`` whose body is ``jax.checkpoint``-ed: the reverse pass keeps
+run by :func:`fit_at` as a ``lax.scan`` whose body is ``jax.checkpoint``-ed: the reverse pass keeps
 only the ``n_iter`` states (Φ, Θ), O(n_iter (W T + T D)) numbers, and recomputes each step's
 E-step while it goes back.  It is the same sequence of steps as ``ARTM.fit`` with ``tol=0``
 (equal up to float round-off; tested).
 
 >>> import jax.numpy as jnp, topicjax as tj
 >>> from topicjax import regularizers as R
->>> from topicjax.tune.problem import Problem, targets_from, fit
+>>> from topicjax.tune.problem import Problem, fit_at, targets_from
 >>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
 >>> model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.1)], max_iter=5, progress=False)
 >>> problem = Problem.from_model(model, corpus)
 >>> targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 1.0)})
->>> fit(problem, targets, jnp.log(jnp.array([0.1]))).phi.shape
+>>> fit_at(problem, targets, jnp.log(jnp.array([0.1]))).phi.shape
 (25, 5)
 """
 
@@ -42,7 +42,7 @@ from topicjax.regularizers import Regularizer
 from topicjax.regularizers.schedules import Constant, Step, Table, is_number
 from topicjax.tune.backend import differentiable
 
-__all__ = ["Problem", "Target", "targets_from", "set_coefs", "initial_values", "fit", "coefficient_fields"]
+__all__ = ["Problem", "Target", "targets_from", "set_coefs", "initial_values", "fit_at", "coefficient_fields"]
 
 
 class Problem(eqx.Module):
@@ -234,7 +234,7 @@ def set_coefs(reg: Regularizer, targets, u) -> Regularizer:
     return reg
 
 
-def fit(problem: Problem, targets, u) -> em.EMState:
+def fit_at(problem: Problem, targets, u) -> em.EMState:
     """The state after ``problem.n_iter`` EM iterations with the targets set to ``u``: a
     ``lax.scan`` over :func:`topicjax.core.em.step` with a ``jax.checkpoint``-ed body
     (reverse-differentiable with memory O(n_iter) states)."""

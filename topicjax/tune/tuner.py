@@ -18,12 +18,12 @@ of the steps (objective and its parts, coefficients, gradients, seconds per step
 
 >>> import optax, topicjax as tj
 >>> from topicjax import regularizers as R
->>> from topicjax.tune import tune, heldout_perplexity
+>>> from topicjax.tune import heldout_perplexity_loss, tune
 >>> corpus, _ = tj.datasets.make_bars(n_docs=80, seed=0)
 >>> train, valid = corpus.train_test_split(20, seed=0)
 >>> model = tj.ARTM(10, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=15,
 ...                 progress=False, scores=())
->>> result = tune(model, train, heldout_perplexity(*valid.completion_split(seed=0)),
+>>> result = tune(model, train, heldout_perplexity_loss(*valid.completion_split(seed=0)),
 ...               {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 1.0)}, optimizer=optax.adam(0.3),
 ...               n_steps=4, progress=False)
 >>> len(result.history), sorted(result.coefs)

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from topicjax.data.corpus import CorpusError, first_missing
+from topicjax.data.entries import CorpusError, first_missing
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 #: An integer as the readers accept it: ASCII digits with an optional sign (``int()`` alone would
@@ -56,6 +56,29 @@ def split_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
+def _gzip_error(path, e: BaseException) -> CorpusError:
+    """The error for a gzip stream that cannot be read: truncated (it ends early) or corrupt."""
+    if isinstance(e, EOFError):
+        return file_error(path, None, "the gzip stream ends early (truncated file)")
+    return file_error(path, None, f"corrupt gzip data ({e})")
+
+
+#: What reading a gzip stream raises for a corrupt or truncated file (each made a CorpusError).
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, OSError, ValueError)
+
+
+def _decode_error(path, line: int | None, bad: bytes, encoding: str) -> CorpusError:
+    """The error for a file that is not valid ``encoding`` (``bad``: the first bad byte)."""
+    what = f"byte {bad!r} is not valid {encoding}" if bad else f"not valid {encoding}"
+    return file_error(path, line, f"{what}; pass encoding='latin-1' (or the file's encoding)")
+
+
+def is_gzip(path) -> bool:
+    """Whether the file starts with the gzip magic bytes (how every reader recognises gzip)."""
+    with open(path, "rb") as probe:
+        return probe.read(2) == b"\x1f\x8b"
+
+
 def read_text(path, encoding: str = "utf-8") -> str:
     """The decoded content of a file, gunzipped when it starts with the gzip magic bytes, without
     a byte-order mark at its start (:func:`strip_bom`)."""
@@ -65,19 +88,63 @@ def read_text(path, encoding: str = "utf-8") -> str:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except EOFError:
-            raise file_error(path, None, "the gzip stream ends early (truncated file)") from None
-        except (gzip.BadGzipFile, zlib.error, OSError, ValueError) as e:
-            raise file_error(path, None, f"corrupt gzip data ({e})") from None
+        except _GZIP_ERRORS as e:
+            raise _gzip_error(path, e) from None
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise file_error(
-            path, line, f"byte {raw[e.start:e.start + 1]!r} is not valid {encoding}; pass encoding='latin-1' "
-            "(or the file's encoding)"
-        ) from None
+        raise _decode_error(path, raw.count(b"\n", 0, e.start) + 1, raw[e.start:e.start + 1], encoding) from None
     return strip_bom(text)
+
+
+def _open_binary(path):
+    """The file's bytes as a stream, gunzipped on the fly when it starts with the gzip magic."""
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+def _first_bad_line(path, encoding: str) -> CorpusError:
+    """The decoding error of a streamed file, naming its first bad line (a second pass over the
+    bytes, line by line: a text stream decodes in chunks, so it cannot say which line failed)."""
+    try:
+        with _open_binary(path) as raw:
+            for ln, line in enumerate(raw, 1):
+                try:
+                    line.decode(encoding)
+                except UnicodeDecodeError as e:
+                    return _decode_error(path, ln, line[e.start:e.start + 1], encoding)
+    except Exception:  # noqa: BLE001 - the stream's own fault is reported where it is met
+        pass
+    return _decode_error(path, None, b"", encoding)
+
+
+def stream_lines(path, encoding: str = "utf-8", max_line: int | None = None, line_kind: str = "a line of this format"):
+    """``(line number, text)`` of a file read as a stream, never whole (gzip recognised by its
+    magic, as :func:`read_text` does): for files larger than memory.
+
+    Lines end at ``\\n`` only and keep it, as :func:`split_lines` splits, so that line numbers
+    agree with the in-memory readers; a byte-order mark at the start is dropped, as
+    :func:`read_text` drops it.  A decoding error (naming the first bad line), a corrupt or
+    truncated gzip stream, or a line longer than ``max_line`` characters (``line_kind``: what a
+    line of the format is, for the message) is a
+    :class:`~topicjax.data.corpus.CorpusError` naming the file, with :func:`read_text`'s messages.
+    """
+    ln = 0
+    with io.TextIOWrapper(_open_binary(path), encoding=encoding, newline="\n") as fh:
+        while True:
+            try:
+                line = fh.readline(max_line + 1 if max_line else -1)
+            except UnicodeDecodeError:
+                raise _first_bad_line(path, encoding) from None
+            except _GZIP_ERRORS as e:
+                raise _gzip_error(path, e) from None
+            if not line:
+                return
+            ln += 1
+            if ln == 1:
+                line = strip_bom(line)
+            if max_line and len(line) > max_line and not line.endswith("\n"):
+                raise file_error(path, ln, f"longer than {max_line} characters (not {line_kind})")
+            yield ln, line
 
 
 #: The byte-order mark some editors (Notepad, Excel's "CSV UTF-8") put at the start of a file; read

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicjax.data.corpus import MAX_ID, Corpus, CorpusError, inferred_size_limit
+from topicjax.data.entries import MAX_ID, CorpusError, Entries, inferred_size_limit
 from topicjax.data.readers.common import (
     EMPTY_FILE,
     INT_PATTERN,
@@ -42,7 +42,7 @@ def _ldac_vocab_beside(path: Path) -> Path | None:
     return None
 
 
-def read_ldac(
+def ldac_entries(
     path,
     vocab=None,
     *,
@@ -50,8 +50,8 @@ def read_ldac(
     empty_docs: str = "error",
     encoding: str = "utf-8",
     **kwargs,
-) -> Corpus:
-    """Read an lda-c file: one document per line, ``N id:count ...`` with 0-based word ids.
+) -> Entries:
+    """Read an lda-c file (:meth:`topicjax.data.Corpus.from_ldac`, :func:`topicjax.data.formats.read_ldac`): one document per line, ``N id:count ...`` with 0-based word ids.
 
     ``N`` must equal the number of pairs; a document without words is the line ``0`` (an error
     unless ``empty_docs="drop"``); a blank line inside the file is an error.  ``vocab`` is a
@@ -131,16 +131,14 @@ def read_ldac(
     c_arr = np.asarray(cnts, np.int64)
     if empty_docs == "error":
         report_empty(path, d_arr, c_arr, n_docs, lambda i: (i + 1, f"document {i}"))
-    return Corpus.from_entries(
-        d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=words, n_words=None if words is not None else W,
-        n_docs=n_docs, empty_docs=empty_docs, **kwargs,
-    )
+    return Entries(d_arr, np.asarray(w_ids, np.int64), c_arr, dict(
+        vocab=words, n_words=None if words is not None else W, n_docs=n_docs, empty_docs=empty_docs, **kwargs))
 
 
-def write_ldac(corpus: Corpus, path, vocab_path=None, *, compress: bool | None = None) -> tuple[Path, Path | None]:
+def write_ldac(corpus: "Corpus", path, vocab_path=None, *, compress: bool | None = None) -> tuple[Path, Path | None]:
     """Write an lda-c file and its vocabulary; gzip when the name ends in ``.gz``.
 
-    ``vocab_path`` defaults to ``X.vocab`` beside ``X.ldac`` (where :func:`read_ldac` looks);
+    ``vocab_path`` defaults to ``X.vocab`` beside ``X.ldac`` (where :func:`~topicjax.data.formats.read_ldac` looks);
     ``False`` writes no vocabulary.  Labels and document names are not part of the format.
     Returns ``(path, vocab_path)``.
     """

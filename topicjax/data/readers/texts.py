@@ -8,19 +8,20 @@ from pathlib import Path
 from typing import Sequence
 
 
-from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.data.entries import CorpusError, Entries, csr_entries
 from topicjax.data.readers.common import check_empty_docs, read_text, report_empty
 
 
-def read_texts(
+def texts_entries(
     texts,
     labels=None,
     *,
     empty_docs: str = "error",
     doc_names: Sequence[str] | None = None,
     **vectorizer_kwargs,
-) -> Corpus:
-    """Tokenise raw texts with scikit-learn's ``CountVectorizer`` into a Corpus.
+) -> Entries:
+    """Tokenise raw texts with scikit-learn's ``CountVectorizer`` (:meth:`topicjax.data.Corpus.from_texts`,
+    :func:`topicjax.data.formats.read_texts`).
 
     Keyword arguments configure ``CountVectorizer`` (``stop_words="english"``, ``min_df``,
     ``max_df``, ``max_features``, ``token_pattern``, ``lowercase``, ``vocabulary`` to reuse a
@@ -57,7 +58,9 @@ def read_texts(
             return None, f"text {i}{name}, after tokenising (stop words, min_df, max_df, token pattern),"
 
         report_empty("texts", coo.row, coo.data, X.shape[0], describe)
-    return Corpus.from_sparse(X, vocab, labels=labels, doc_names=doc_names, empty_docs=empty_docs)
+    rows, cols, data = csr_entries(X)
+    return Entries(rows, cols, data, dict(vocab=vocab, n_words=X.shape[1], n_docs=X.shape[0], labels=labels,
+                                          doc_names=doc_names, empty_docs=empty_docs))
 
 
 #: Files taken as text documents when a folder is read by :func:`topicjax.data.formats.read_corpus`:
@@ -93,7 +96,7 @@ def folder_files(root, suffixes=None) -> tuple[list[Path], list[Path]]:
     return sorted(match, key=key), sorted(other, key=key)
 
 
-def read_text_folder(
+def text_folder_entries(
     path,
     *,
     suffixes: Sequence[str] | None = None,
@@ -101,8 +104,9 @@ def read_text_folder(
     labels: bool | None = None,
     empty_docs: str = "error",
     **vectorizer_kwargs,
-) -> Corpus:
-    """Read a folder of raw text files, one document per file, through :func:`read_texts`.
+) -> Entries:
+    """Read a folder of raw text files, one document per file, through :func:`texts_entries`
+    (:meth:`topicjax.data.Corpus.from_text_folder`, :func:`topicjax.data.formats.read_text_folder`).
 
     Files are taken in sorted order (hidden files and folders skipped; ``suffixes`` such as
     ``(".txt",)`` restricts them, ``""`` standing for names without a suffix, as in
@@ -137,7 +141,7 @@ def read_text_folder(
         raise CorpusError(f"{root}: {what} (no words to read)")
     names = ["/".join(p.relative_to(root).parts) for p in files]
     doc_labels = [p.parent.name for p in files] if labels else None
-    return read_texts(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)
+    return texts_entries(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)
 
 
 def describe_files(root, files, n: int = 4) -> str:

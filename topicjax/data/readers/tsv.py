@@ -1,6 +1,6 @@
 """A table of documents, one per line: ``text[<TAB>partition]<TAB>label`` (OCTIS's ``corpus.tsv``).
 
-Read only when asked (:func:`read_tsv`, ``read_corpus(path, format="tsv")``, ``topicjax fit
+Read only when asked (:func:`topicjax.data.formats.read_tsv`, ``read_corpus(path, format="tsv")``, ``topicjax fit
 --format tsv``): a folder holding a table is not a folder of text documents."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Collection
 
 import numpy as np
 
-from topicjax.data.corpus import Corpus, CorpusError
+from topicjax.data.entries import CorpusError, Entries
+from topicjax.data.readers.texts import texts_entries
 from topicjax.data.readers.common import (
     check_empty_docs,
     file_error,
@@ -40,7 +41,7 @@ def find_table(path) -> Path:
     return tables[0]
 
 
-def read_tsv(
+def tsv_entries(
     path,
     *,
     vocab=None,
@@ -49,8 +50,9 @@ def read_tsv(
     encoding: str = "utf-8",
     empty_docs: str = "error",
     **vectorizer_kwargs,
-) -> Corpus:
-    """Read a table of documents, one per line, columns separated by tabs.
+) -> Entries:
+    """Read a table of documents, one per line, columns separated by tabs
+    (:meth:`topicjax.data.Corpus.from_tsv`, :func:`topicjax.data.formats.read_tsv`).
 
     Columns: ``text`` alone; ``text, label``; or ``text, partition, label`` (OCTIS's
     ``corpus.tsv``, partitions ``train``/``val``/``test``).  Every line has the same number of
@@ -61,7 +63,7 @@ def read_tsv(
     the table (``vocabulary.txt``, ``vocab.txt``), the text is taken as already tokenised --
     words separated by white space, each of them in the vocabulary (an error names the line and
     the word) -- and the vocabulary keeps its order.  Otherwise the texts are tokenised by
-    :func:`~topicjax.data.readers.texts.read_texts` (``CountVectorizer``; its keywords are
+    :func:`~topicjax.data.readers.texts.texts_entries` (``CountVectorizer``; its keywords are
     accepted here).
 
     ``labels``: ``None`` reads the label column when there is one, ``False`` ignores it,
@@ -128,11 +130,9 @@ def read_tsv(
     c_arr = np.ones(d_arr.size, np.int64)
     if empty_docs == "error":
         report_empty(table, d_arr, c_arr, len(rows), lambda i: (rows[i][0], f"document {names[i]!r}"))
-    return Corpus.from_entries(d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=words, n_docs=len(rows),
-                               labels=doc_labels, doc_names=names, empty_docs=empty_docs)
+    return Entries(d_arr, np.asarray(w_ids, np.int64), c_arr, dict(vocab=words, n_docs=len(rows), labels=doc_labels,
+                                                                  doc_names=names, empty_docs=empty_docs))
 
 
-def _tokenised_by_vectorizer(texts, doc_labels, names, empty_docs, vectorizer_kwargs) -> Corpus:
-    from topicjax.data.readers.texts import read_texts
-
-    return read_texts(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)
+def _tokenised_by_vectorizer(texts, doc_labels, names, empty_docs, vectorizer_kwargs) -> Entries:
+    return texts_entries(texts, doc_labels, empty_docs=empty_docs, doc_names=names, **vectorizer_kwargs)

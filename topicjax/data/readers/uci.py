@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from topicjax.data.corpus import INFERRED_SLACK, MAX_ID, Corpus, CorpusError, inferred_size_limit
+from topicjax.data.entries import INFERRED_SLACK, MAX_ID, CorpusError, Entries, inferred_size_limit
 from topicjax.data.readers.common import (
     INT32_MAX,
     INT_PATTERN,
@@ -94,7 +94,7 @@ def parse_uci_header(lines: Sequence[str], path) -> tuple[int, int, int]:
 
 def scan_uci_lines(lines, D: int, W: int, path, nnz: int, seen: int = 0) -> np.ndarray:
     """Parse numbered lines ``(line_number, text)`` of docword entries, line by line: the
-    reference that names the first bad line (the fast paths of :func:`read_uci` and
+    reference that names the first bad line (the fast paths of :func:`~topicjax.data.formats.read_uci` and
     :func:`topicjax.scale.online.convert_uci` fall back to it on any doubt, so both accept and refuse
     the same lines with the same messages).
 
@@ -193,7 +193,7 @@ def check_uci_documents(doc_ids: np.ndarray, D: int, path) -> None:
         )
 
 
-def read_uci(
+def uci_entries(
     path,
     vocab_path=None,
     *,
@@ -201,8 +201,9 @@ def read_uci(
     empty_docs: str = "error",
     encoding: str = "utf-8",
     **kwargs,
-) -> Corpus:
-    """Read a UCI bag-of-words corpus.
+) -> Entries:
+    """Read a UCI bag-of-words corpus (:meth:`topicjax.data.Corpus.from_uci`,
+    :func:`topicjax.data.formats.read_uci`).
 
     ``path`` is a folder holding ``docword.NAME.txt[.gz]`` and ``vocab.NAME.txt`` (``name``
     chooses one when the folder has several), or the docword file itself, whose vocabulary is
@@ -252,10 +253,10 @@ def read_uci(
     check_uci_documents(doc_ids, D, docword)
     if empty_docs == "error":
         report_empty(docword, doc_ids, counts, D, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
-    return Corpus.from_entries(doc_ids, word_ids, counts, vocab=vocab, n_docs=D, empty_docs=empty_docs, **kwargs)
+    return Entries(doc_ids, word_ids, counts, dict(vocab=vocab, n_docs=D, empty_docs=empty_docs, **kwargs))
 
 
-def write_uci(corpus: Corpus, folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
+def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
     """Write ``folder/docword.NAME.txt[.gz]`` and ``folder/vocab.NAME.txt`` (folder created).
 
     Returns the two paths.  Labels, modalities and document names are not part of the format.

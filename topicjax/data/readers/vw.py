@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicjax.data.corpus import Corpus, CorpusError, CorpusWarning
+from topicjax.data.entries import CorpusError, CorpusWarning, Entries
 from topicjax.data.readers.common import (
     EMPTY_FILE,
     BadValue,
@@ -25,13 +25,13 @@ from topicjax.data.readers.common import (
 
 #: Modality of VW tokens before the first namespace and of namespaces without a name (BigARTM).
 DEFAULT_MODALITY = "@default_class"
-#: The namespace of document labels, written by :func:`write_vw` and read back by :func:`read_vw`
+#: The namespace of document labels, written by :func:`write_vw` and read back by :func:`~topicjax.data.formats.read_vw`
 #: (the name of the class modality of ARTM, :data:`topicjax.regularizers.LABELS_MODALITY`).
 LABELS_NAMESPACE = "@labels"
 
 
 class _DefaultNamespace(str):
-    """The default ``label_modality`` of :func:`read_vw`, told apart from an explicit ``"@labels"``
+    """The default ``label_modality`` of :func:`~topicjax.data.formats.read_vw`, told apart from an explicit ``"@labels"``
     by identity (labels passed by the caller then win over a file without labels)."""
 
 
@@ -65,7 +65,7 @@ def _split_token(tok: str) -> tuple[str, int]:
         raise BadValue(f"token {tok!r}: {e}") from None
 
 
-def read_vw(
+def vw_entries(
     path,
     *,
     label_modality: str | None = _DEFAULT_LABELS,
@@ -74,8 +74,9 @@ def read_vw(
     encoding: str = "utf-8",
     first_index: int = 0,
     **kwargs,
-) -> Corpus:
-    """Read a Vowpal Wabbit text file in BigARTM's form.
+) -> Entries:
+    """Read a Vowpal Wabbit text file in BigARTM's form (:meth:`topicjax.data.Corpus.from_vw`,
+    :func:`topicjax.data.formats.read_vw`).
 
     Each non-blank line is a document ``name tok tok |ns tok tok:3 |ns2 ...``; tokens are ``word``
     (count 1) or ``word:count`` (a non-negative integer); a word repeated in a document adds up.
@@ -197,10 +198,9 @@ def read_vw(
         kwargs["labels"] = doc_labels
         if fixed_labels is not None:
             kwargs["label_names"] = list(fixed_labels)
-    return Corpus.from_entries(
-        d_arr, np.asarray(w_ids, np.int64), c_arr, vocab=vocab_keys, n_docs=n_docs,
-        modalities=modalities, modality_names=modality_names, empty_docs=empty_docs, **kwargs,
-    )
+    return Entries(d_arr, np.asarray(w_ids, np.int64), c_arr, dict(
+        vocab=vocab_keys, n_docs=n_docs, modalities=modalities, modality_names=modality_names, empty_docs=empty_docs,
+        **kwargs))
 
 
 def _warn_duplicate_names(path, names: list[str], line_of: list[int]) -> None:
@@ -230,7 +230,7 @@ def _check_vw_name(s: str, what: str) -> None:
 
 
 def write_vw(
-    corpus: Corpus,
+    corpus: "Corpus",
     path,
     *,
     label_modality: str | None = LABELS_NAMESPACE,
@@ -243,13 +243,13 @@ def write_vw(
     and its tokens for every modality present in the document (``|@default_class`` for a corpus
     without modalities), ``word`` for a count of 1 and ``word:count`` otherwise.  Labels are
     written as the namespace ``label_modality`` (``None``: labels are not written), where
-    :func:`read_vw` reads them by default; a modality of words with that name is an error (write
+    :func:`~topicjax.data.formats.read_vw` reads them by default; a modality of words with that name is an error (write
     it with ``label_modality=None`` and read it back with ``label_modality=None``).
 
     ``read_vw(path)`` gives back the same corpus (:meth:`Corpus.equals`, labels and document names
     included) when the vocabulary is in order of first appearance, every word occurs and the
     label names are sorted and used (modalities are numbered in order of first appearance in
-    the vocabulary, as :func:`read_vw` numbers them).  The format has no vocabulary, so for any other corpus pass
+    the vocabulary, as :func:`~topicjax.data.formats.read_vw` numbers them).  The format has no vocabulary, so for any other corpus pass
     ``vocab_path``: the vocabulary keys are written there, one per line, followed by the label
     names as keys ``"<label_modality>|name"``, and ``read_vw(path, vocab=vocab_path)`` gives back
     the same corpus.  Returns ``path``.

@@ -1,0 +1,262 @@
+"""An on-disk corpus read one batch at a time: the batch store of the online fit.
+
+A folder holding the corpus in compressed-sparse-row form, as flat binary arrays that are
+memory-mapped one batch at a time (only the pages of the batch being read are mapped, and the
+map is dropped after the batch is copied, so reading never holds more than a batch):
+
+* ``offsets.bin`` — int64, D + 1 entries: document ``d`` owns entries ``offsets[d]:offsets[d+1]``;
+* ``words.bin`` — int32 word ids, ``counts.bin`` — int32 counts (one entry per distinct word of a
+  document; a word repeated within a document may occur as several entries, which the E-step
+  adds up exactly);
+* ``vocab.txt`` — one vocabulary key per line (VW keys of other modalities are ``"m|word"``,
+  as in :mod:`topicjax.data.formats`);
+* ``meta.json`` — sizes, the number of documents per batch, the source.
+
+Batches are runs of ``batch_size`` consecutive documents.  :func:`write_store` writes any
+iterable of in-memory :class:`~topicjax.data.corpus.Corpus` parts with one vocabulary, appended
+one after the other; the streaming converters of files (:mod:`topicjax.scale.convert`) write
+through the same :class:`StoreWriter`.
+
+>>> import tempfile, topicjax as tj
+>>> corpus, _ = tj.datasets.make_bars(n_docs=300, seed=0)
+>>> store = write_store([corpus], tempfile.mkdtemp(), batch_size=100)
+>>> store.n_docs, store.n_batches, store.batch(2).first
+(300, 3, 200)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
+
+from topicjax.core import layout
+from topicjax.core.validation import check_int
+from topicjax.data.corpus import MAX_ID, Corpus, CorpusError
+
+__all__ = ["FORMAT", "Batch", "BatchStore", "StoreWriter", "write_store"]
+
+#: The ``format`` of a store's ``meta.json``.
+FORMAT = "topicjax-batches/1"
+
+
+class Batch(NamedTuple):
+    """One batch read from a store: documents ``first .. first + n_docs - 1`` in CSR form."""
+
+    first: int
+    offsets: np.ndarray  # (n_docs + 1,), starting at 0
+    words: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return self.offsets.size - 1
+
+
+class BatchStore:
+    """An on-disk corpus written by :func:`write_store` or a converter of :mod:`topicjax.scale.convert`.
+
+    ``store.batch(i)`` reads batch ``i`` through a memory map of just its byte range;
+    iterating yields the batches in order.  ``store.corpus()`` loads everything as a
+    :class:`~topicjax.data.corpus.Corpus` (only for corpora that fit in memory, e.g. in tests).
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        meta_path = self.folder / "meta.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{self.folder} is not a batch store (no meta.json)")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise CorpusError(f"{meta_path}: not valid JSON ({e})") from None
+        if not isinstance(meta, dict):
+            raise CorpusError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+        if meta.get("format") != FORMAT:
+            raise CorpusError(f"{meta_path}: unknown format {meta.get('format')!r} (expected {FORMAT!r})")
+        self.meta = meta
+        # Every size is checked against the files actually present before anything is read, so
+        # a hostile meta.json cannot make the store allocate more than its files hold.
+        self.n_docs = _meta_int(meta, "n_docs", meta_path, high=MAX_ID)
+        self.n_words = _meta_int(meta, "n_words", meta_path, high=MAX_ID)
+        self.nnz = _meta_int(meta, "nnz", meta_path)
+        self.n_tokens = _meta_int(meta, "n_tokens", meta_path)
+        self.batch_size = _meta_int(meta, "batch_size", meta_path, low=1)
+        for name, size in (("offsets.bin", 8 * (self.n_docs + 1)), ("words.bin", 4 * self.nnz),
+                           ("counts.bin", 4 * self.nnz)):
+            actual = (self.folder / name).stat().st_size if (self.folder / name).is_file() else -1
+            if actual != size:
+                raise CorpusError(f"{self.folder / name}: {actual} bytes, expected {size} (truncated or missing)")
+        first, last = self._read("offsets.bin", np.int64, 0, 1)[0], self._read(
+            "offsets.bin", np.int64, self.n_docs, self.n_docs + 1)[0]
+        if first != 0 or last != self.nnz:
+            raise CorpusError(f"{self.folder / 'offsets.bin'}: offsets run from {first} to {last}, expected 0 to "
+                              f"nnz={self.nnz}")
+        vocab_path = self.folder / "vocab.txt"
+        if not vocab_path.is_file():
+            raise CorpusError(f"{vocab_path}: missing")
+        n_lines = 0
+        with open(vocab_path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                n_lines += chunk.count(b"\n")
+        if n_lines != self.n_words:
+            raise CorpusError(f"{vocab_path}: {n_lines} lines but meta.json says n_words={self.n_words}")
+
+    @property
+    def n_batches(self) -> int:
+        return -(-self.n_docs // self.batch_size)
+
+    def vocab(self) -> list[str]:
+        path = self.folder / "vocab.txt"
+        try:
+            words = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{path}: not valid utf-8 ({e})") from None
+        if len(words) != self.n_words:
+            raise CorpusError(f"{path}: {len(words)} lines but meta.json says n_words={self.n_words}")
+        return words
+
+    def _read(self, name: str, dtype, start: int, stop: int) -> np.ndarray:
+        """Entries [start, stop) of a flat binary array, through a map of that range only."""
+        if stop <= start:
+            return np.zeros(0, dtype)
+        item = np.dtype(dtype).itemsize
+        mm = np.memmap(self.folder / name, dtype=dtype, mode="r", offset=start * item, shape=(stop - start,))
+        out = np.array(mm)  # a private copy; dropping the map releases its pages
+        del mm
+        return out
+
+    def _offsets(self, first: int, last: int) -> np.ndarray:
+        """Offsets of documents ``first .. last`` (``last + 1`` values), checked: non-decreasing
+        and within ``[0, nnz]`` (so no read beyond the entries is ever attempted)."""
+        off = self._read("offsets.bin", np.int64, first, last + 1)
+        bad = np.flatnonzero((off[1:] < off[:-1]) | (off[1:] > self.nnz))
+        if bad.size or (off.size and not 0 <= off[0] <= self.nnz):
+            d = first + (int(bad[0]) if bad.size else 0)
+            raise CorpusError(f"{self.folder / 'offsets.bin'}: document {d}: offsets {off[d - first]} .. "
+                              f"{off[d - first + 1] if d - first + 1 < off.size else '?'} are not a range of "
+                              f"0..{self.nnz} (corrupt store)")
+        return off
+
+    def batch(self, i: int) -> Batch:
+        if not 0 <= i < self.n_batches:
+            raise IndexError(f"batch {i} is outside 0..{self.n_batches - 1}")
+        first = i * self.batch_size
+        last = min(self.n_docs, first + self.batch_size)
+        off = self._offsets(first, last)
+        words = self._read("words.bin", np.int32, int(off[0]), int(off[-1]))
+        counts = self._read("counts.bin", np.int32, int(off[0]), int(off[-1]))
+        for name, arr, high in (("words.bin", words, self.n_words), ("counts.bin", counts, None)):
+            bad = np.flatnonzero((arr < 0) | (arr >= high if high is not None else False))
+            if bad.size:
+                j = int(bad[0])
+                d = first + int(np.searchsorted(off, off[0] + j, side="right")) - 1
+                what = f"word id {arr[j]} is outside 0..{high - 1}" if high is not None else f"count {arr[j]} is negative"
+                raise CorpusError(f"{self.folder / name}: document {d}: {what} (corrupt store)")
+        return Batch(first, off - off[0], words, counts)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for i in range(self.n_batches):
+            yield self.batch(i)
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def max_pieces(self, width: int = layout.PIECE) -> int:
+        """The largest number of document pieces of ``width`` slots in one batch (streamed)."""
+        best = 0
+        for i in range(self.n_batches):
+            first = i * self.batch_size
+            off = self._offsets(first, min(self.n_docs, first + self.batch_size))
+            best = max(best, int((-(-np.diff(off) // width)).sum()))
+        return best
+
+    def corpus(self, empty_docs: str = "error") -> Corpus:
+        """The whole store as a Corpus (loads everything: for small stores).  ``empty_docs`` as in
+        :meth:`Corpus.from_entries` (``"drop"`` renumbers the remaining documents)."""
+        off = self._offsets(0, self.n_docs)
+        words = self._read("words.bin", np.int32, 0, self.nnz)
+        counts = self._read("counts.bin", np.int32, 0, self.nnz)
+        docs = np.repeat(np.arange(self.n_docs), np.diff(off))
+        return Corpus.from_entries(docs, words, counts, vocab=self.vocab(), n_docs=self.n_docs, empty_docs=empty_docs)
+
+
+def _meta_int(meta: dict, key: str, path, *, low: int = 0, high: int | None = None) -> int:
+    """``meta[key]``: an integer in ``[low, high]``, else an error naming the file and the key."""
+    v = meta.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise CorpusError(f"{path}: {key} must be an integer {bound}, got {v!r}")
+    return v
+
+
+class StoreWriter:
+    """Appends documents (CSR pieces) to the flat files of a store."""
+
+    def __init__(self, folder, batch_size: int, source: str):
+        batch_size = check_int(batch_size, "batch_size", 1)  # documents per batch; 2.5 or "3" is refused
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "meta.json").unlink(missing_ok=True)  # a half-written store is not a store
+        self.batch_size, self.source = int(batch_size), source
+        self.fh = {n: open(self.folder / n, "wb") for n in ("offsets.bin", "words.bin", "counts.bin")}
+        self.fh["offsets.bin"].write(np.zeros(1, np.int64).tobytes())
+        self.n_docs = self.nnz = self.n_tokens = 0
+
+    def append(self, lengths: np.ndarray, words: np.ndarray, counts: np.ndarray) -> None:
+        lengths = np.asarray(lengths, np.int64)
+        if lengths.size == 0:
+            return
+        ends = self.nnz + np.cumsum(lengths)
+        self.fh["offsets.bin"].write(ends.astype(np.int64).tobytes())
+        self.fh["words.bin"].write(np.asarray(words, np.int32).tobytes())
+        self.fh["counts.bin"].write(np.asarray(counts, np.int32).tobytes())
+        self.n_docs += int(lengths.size)
+        self.nnz = int(ends[-1])
+        self.n_tokens += int(np.asarray(counts, np.int64).sum())
+
+    def abort(self) -> None:
+        """Close the files of a conversion that failed (the folder stays without meta.json)."""
+        for f in self.fh.values():
+            f.close()
+
+    def close(self, vocab: list[str], extra: dict | None = None) -> "BatchStore":
+        for f in self.fh.values():
+            f.close()
+        if self.n_docs == 0:
+            raise CorpusError(f"{self.source}: no documents to store")
+        for i, w in enumerate(vocab):
+            if not w or "\n" in w or w != w.strip():
+                raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be stored one word per line")
+        (self.folder / "vocab.txt").write_text("".join(f"{w}\n" for w in vocab), encoding="utf-8")
+        meta = dict(format=FORMAT, n_docs=self.n_docs, n_words=len(vocab), nnz=self.nnz, n_tokens=self.n_tokens,
+                    batch_size=self.batch_size, source=self.source, **(extra or {}))
+        (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
+        return BatchStore(self.folder)
+
+
+def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> BatchStore:
+    """Write corpora one after another into a store (all with the first part's vocabulary).
+
+    Only one part is in memory at a time when ``parts`` is a generator, so a corpus can be
+    converted piece by piece.
+    """
+    writer = None
+    vocab = None
+    try:
+        for i, part in enumerate(parts):
+            if vocab is None:
+                vocab = list(part.vocab)
+                writer = StoreWriter(folder, batch_size, "corpus parts")
+            elif tuple(part.vocab) != tuple(vocab):
+                raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
+            writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if writer is None:
+        raise CorpusError("no corpus parts to store")
+    return writer.close(vocab)
