@@ -9,7 +9,7 @@ import pytest
 
 from topicjax import datasets
 from topicjax.data import synthetic
-from topicjax.scale.online import BatchStore, write_store
+from topicjax.scale.store import BatchStore, write_store
 
 
 def test_shapes_truth_and_seed():
