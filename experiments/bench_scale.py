@@ -774,18 +774,12 @@ def parse(argv):
         a.n_docs = a.n_docs or 3000
         a.n_words = a.n_words or 5000
         a.mean_length = a.mean_length or 150.0
-        if a.topics == 100:
-            a.topics = 20
-        if a.themes == 20:
-            a.themes = 5
-        if a.iterations == 5:
-            a.iterations = 3
-        if a.heldout == 2000:
-            a.heldout = 300
-        if a.gensim_cap == 1800.0:
-            a.gensim_cap = 120.0
-        if a.fold_in_iter == 50:
-            a.fold_in_iter = 30
+        # the full run's defaults, replaced where the command line left them
+        for name, (full, quick) in {"topics": (100, 20), "themes": (20, 5), "iterations": (5, 3),
+                                    "heldout": (2000, 300), "gensim_cap": (1800.0, 120.0),
+                                    "fold_in_iter": (50, 30)}.items():
+            if getattr(a, name) == full:
+                setattr(a, name, quick)
     from topicjax.data.synthetic import PRESETS  # noqa: E402  (only the numbers)
 
     preset = PRESETS["nytimes"]

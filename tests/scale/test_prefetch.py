@@ -33,3 +33,13 @@ def test_a_batch_out_of_order_is_loaded_directly():
         assert pre.get(4) == 4
     finally:
         pre.close()
+
+
+def test_nothing_is_loaded_after_the_last_batch():
+    seen = []
+    pre = _Prefetch(lambda i: seen.append(i) or i, 4)
+    try:
+        assert [pre.get(0), pre.get(1, last=True)] == [0, 1]
+    finally:
+        pre.close()
+    assert seen == [0, 1]

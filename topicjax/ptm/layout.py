@@ -56,11 +56,6 @@ class PTMData(NamedTuple):
     doc_length: jax.Array  # (D,) int32, L_d
     beta0: jax.Array  # (N,) float32, eq. 11
 
-    @property
-    def n_flat(self) -> int:
-        """The number of document-row slots: the length of a per-entry array in flat order."""
-        return int(np.prod(self.docs.other.shape))
-
     def flat_counts(self):
         """The counts in flat order (``(n_flat,)``, 0 on padding slots)."""
         return self.docs.count.reshape(-1)

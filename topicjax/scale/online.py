@@ -64,13 +64,17 @@ class _Prefetch:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="topicjax-prefetch")
         self.ahead: tuple[int, Future] | None = None
 
-    def get(self, i: int):
+    def get(self, i: int, last: bool = False):
+        """Batch ``i``; unless it is the ``last`` one wanted, batch ``i + 1`` (cyclically) starts
+        loading in the background."""
         if self.ahead is not None and self.ahead[0] == i:
             out = self.ahead[1].result()
         else:
             out = self.load(i)
-        j = (i + 1) % self.n
-        self.ahead = (j, self.pool.submit(self.load, j))
+        self.ahead = None
+        if not last:
+            j = (i + 1) % self.n
+            self.ahead = (j, self.pool.submit(self.load, j))
         return out
 
     def close(self):
@@ -145,7 +149,7 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
 
     def before(iteration, history):
         p, i = divmod(iteration - 1, store.n_batches)
-        n_tok, data = prefetch.get(i)
+        n_tok, data = prefetch.get(i, last=iteration == total)
         apply = (iteration % update_every == 0) or (iteration == total)
         updates = earlier + sum(1 for m in meta if m[3] is not None)
         meta.append((p + 1, i, n_tok, float(np.power(learning_offset + updates, -learning_decay)) if apply else None))
