@@ -1,7 +1,7 @@
 """The documentation site builds with warnings as errors and covers the public surface.
 
 ``mkdocs build --strict`` (``mkdocs.yml``; MkDocs + Material, the API reference by mkdocstrings,
-the notebooks converted by nbconvert without running them) runs once, into a temporary folder;
+the notebooks rendered as Markdown without running them) runs once, into a temporary folder;
 the checks read the built HTML:
 
 * the build succeeds and logs no warning (a broken link, a docstring that does not render, a
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC_PACKAGES = ["topicjax", "topicjax.artm", "topicjax.ptm", "topicjax.ttmm", "topicjax.lida", "topicjax.tune",
                    "topicjax.regularizers", "topicjax.evaluation", "topicjax.data", "topicjax.scale",
                    "topicjax.core", "topicjax.interop"]
-DOCS_TOOLS = ["mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "nbconvert"]
+DOCS_TOOLS = ["mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"]
 
 
 def _require_docs_tools():

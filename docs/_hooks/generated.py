@@ -1,7 +1,7 @@
 """MkDocs hook: the pages made from the code itself, the notebooks and the API reference.
 
-* Every ``notebooks/*.ipynb`` becomes ``notebooks/<name>.md``, converted by nbconvert's Markdown
-  exporter **without executing it** (the test suite runs the notebooks; the build must stay fast
+* Every ``notebooks/*.ipynb`` becomes ``notebooks/<name>.md`` (:func:`notebook_markdown`)
+  **without executing it** (the test suite runs the notebooks; the build must stay fast
   and must not need the corpora).  The notebooks are stored without outputs, so a page shows the
   narrative and the code.
 * Every public package of :data:`PACKAGES` gets ``api/<name>.md`` holding ``::: package``;
@@ -22,6 +22,7 @@ The notebooks and the API reference are appended to the navigation of ``mkdocs.y
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import types
 from pathlib import Path
@@ -92,20 +93,29 @@ def api_pages() -> dict[str, str]:
     return pages
 
 
+def notebook_markdown(nb: dict) -> str:
+    """A notebook's cells as Markdown: markdown cells as they are, code cells as ``python`` blocks
+    (the notebooks are stored without outputs; written here rather than by nbconvert, whose
+    templates are looked up in Jupyter's data folders, which a virtual environment may not see)."""
+    parts = []
+    for cell in nb.get("cells", []):
+        src = "".join(cell.get("source", []))
+        if not src.strip():
+            continue
+        parts.append(src if cell.get("cell_type") == "markdown"
+                     else f"```python\n{src}\n```" if cell.get("cell_type") == "code" else "")
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
 def notebook_pages() -> dict[str, str]:
     """Markdown of every notebook (not executed), keyed by its path in the site."""
-    import nbformat
-    from nbconvert import MarkdownExporter
-
-    exporter = MarkdownExporter()
     pages = {}
 
     def reading_order(path):  # the quickstart first, then the families in the guides' order
         return (READING_ORDER.index(path.stem) if path.stem in READING_ORDER else len(READING_ORDER), path.stem)
 
     for path in sorted(NOTEBOOKS.glob("*.ipynb"), key=reading_order):
-        nb = nbformat.read(path, as_version=4)
-        body, _ = exporter.from_notebook_node(nb)
+        body = notebook_markdown(json.loads(path.read_text(encoding="utf-8")))
         note = (f"\n\n!!! note \"Notebook\"\n    Rendered from `notebooks/{path.name}` without running it; open it in"
                 " Jupyter (from the `notebooks/` folder) to run it.\n\n")
         # Keep the notebook's own title first, then the note.
