@@ -16,6 +16,8 @@ cache, so no system's memory or imports count against another's:
   the compiled kernel on CPU, fixed α and β as tomotopy's): the Corpus built from the arrays, a
   1-iteration fit (compilation included), then a fit of ``--iterations`` iterations whose
   per-iteration time is the median of ``history_[i]["seconds"]``;
+* ``plsa-store``: PLSA by ``topicjax.scale.offline.fit_store``, streamed from a batch store of
+  10,000 documents per batch written once from the cached arrays into the workdir;
 * ``bigartm-offline`` (``fit_offline``, ``num_document_passes=--doc-passes``,
   ``num_processors=--threads``, Θ kept between passes: one EM pass per collection pass) and
   ``bigartm-online`` (``fit_online`` over batches of ``--online-batch`` documents, one update per
@@ -80,7 +82,7 @@ DEFAULT_OUT = HERE / "results" / "bench_scale.md"
 QUICK_OUT = HERE / "results" / "bench_scale_quick.md"  # --quick --write never replaces the real table
 
 OURS = ("plsa", "artm", "ttmm", "ptm", "lida")
-SYSTEMS = ("corpus", "uci") + OURS + ("bigartm-offline", "bigartm-online", "tomotopy-1", "tomotopy-2",
+SYSTEMS = ("corpus", "uci") + OURS + ("plsa-store",) + ("bigartm-offline", "bigartm-online", "tomotopy-1", "tomotopy-2",
                                       "numba-1", "numba-2", "gensim")
 GROUPS = {"bigartm": ("bigartm-offline", "bigartm-online"), "tomotopy": ("tomotopy-1", "tomotopy-2"),
           "numba": ("numba-1", "numba-2"), "ours": OURS}
@@ -356,6 +358,49 @@ def child_ours(cfg, st):
     _save_phi(cfg, model.phi_)
 
 
+def _write_batch_store(cfg, folder: str):
+    """The store of ``plsa-store``: the cached training arrays in batches of 10,000 documents
+    (run in a process of its own, so the loaded arrays do not count in the fit's peak)."""
+    import topicjax as tj
+    from topicjax.scale.store import write_store
+
+    m = _matrix(_load(cfg))
+    step = 10_000
+    write_store((tj.Corpus.from_sparse(m[a:a + step]) for a in range(0, m.shape[0], step)), folder, batch_size=step)
+
+
+def child_store(cfg, st):
+    import multiprocessing
+
+    from topicjax.scale.offline import fit_store
+    from topicjax.scale.store import BatchStore
+
+    T, n = cfg["topics"], cfg["iterations"]
+    folder = Path(cfg["workdir"]) / f"store_{Path(cfg['cache']).stem}"
+    t0 = time.perf_counter()
+    if not (folder / "meta.json").exists():
+        proc = multiprocessing.get_context("spawn").Process(target=_write_batch_store, args=(cfg, str(folder)))
+        proc.start()
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"writing the batch store {folder} failed (exit code {proc.exitcode})")
+        st.add("write_store (own process)", time.perf_counter() - t0, note="batches of 10,000 documents")
+    store = BatchStore(folder)
+    before = _rss()
+    t0 = time.perf_counter()
+    fit_store(store, T, max_iter=1, random_state=0, progress=False)
+    st.add("1-iteration fit", time.perf_counter() - t0, note="compilation included", rss_before=before)
+    before = _rss()
+    t0 = time.perf_counter()
+    model = fit_store(store, T, max_iter=n, random_state=0, progress=False)
+    wall = time.perf_counter() - t0
+    secs = [float(h["seconds"]) for h in model.history_]
+    per = statistics.median(secs) if secs else wall / max(model.n_iter_, 1)
+    st.add(f"fit, {n} iterations", wall, per, f"{model.n_iter_} iterations over {store.n_batches} batches; median "
+           "of history_ seconds", rss_before=before)
+    _save_phi(cfg, model.phi_)
+
+
 def child_numba(cfg, st):
     sys.path.insert(0, str(HERE))
     import numba_reference
@@ -509,7 +554,7 @@ def child_gensim(cfg, st):
     _save_phi(cfg, lda.get_topics().T)
 
 
-CHILDREN = {"corpus": child_corpus, "uci": child_uci, **{s: child_ours for s in OURS},
+CHILDREN = {"corpus": child_corpus, "uci": child_uci, **{s: child_ours for s in OURS}, "plsa-store": child_store,
             "bigartm-offline": child_bigartm, "bigartm-online": child_bigartm, "tomotopy-1": child_tomotopy,
             "tomotopy-2": child_tomotopy, "numba-1": child_numba, "numba-2": child_numba, "gensim": child_gensim}
 
@@ -560,9 +605,10 @@ def _time_v_peak(path: Path):
     return None
 
 
-def run_child(system, cfg, workdir: Path, timeout):
-    """Run ``system`` in a fresh process (under ``/usr/bin/time -v`` where it exists); returns the
-    child's result dict with ``failed`` (a line of why) or its stages, and ``time_v_peak``."""
+def run_child(system, cfg, workdir: Path, timeout, script: Path = Path(__file__).resolve()):
+    """Run ``system`` in a fresh process (``script --child CFG``, under ``/usr/bin/time -v`` where
+    it exists); returns the child's result dict with ``failed`` (a line of why) or its stages, and
+    ``time_v_peak``.  ``bench_online.py`` starts its own children through it."""
     cfg = dict(cfg, system=system, result=str(workdir / f"result_{system}.json"),
                phi=str(workdir / f"phi_{system}.npy"))
     for key in ("result", "phi"):
@@ -571,7 +617,7 @@ def run_child(system, cfg, workdir: Path, timeout):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                TOPICJAX_THREADS=str(cfg["threads"]), NUMBA_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(cfg["threads"]))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(cfg)]
+    cmd = [sys.executable, str(script), "--child", json.dumps(cfg)]
     tv = workdir / f"time_{system}.txt"
     tv.unlink(missing_ok=True)
     if Path("/usr/bin/time").exists():
@@ -727,15 +773,15 @@ def render(rows, refs, header_lines):
 BEGIN, END = "<!-- bench_scale.py: begin -->", "<!-- bench_scale.py: end -->"
 
 
-def write_section(out: Path, text: str):
-    """Write ``text`` between this script's markers in ``out``, keeping whatever else the file holds
-    (issue 28's streaming results sit beside the NYTimes table): the section is replaced where the
-    markers are, put first otherwise."""
-    section = f"{BEGIN}\n{text}{END}\n"
+def write_section(out: Path, text: str, begin: str = BEGIN, end: str = END):
+    """Write ``text`` between the markers ``begin``/``end`` (default: this script's) in ``out``,
+    keeping whatever else the file holds (``bench_online.py``'s streaming results sit beside the
+    NYTimes table): the section is replaced where the markers are, put first otherwise."""
+    section = f"{begin}\n{text}{end}\n"
     old = out.read_text(encoding="utf-8") if out.exists() else ""
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + section + rest.split(END, 1)[1].lstrip("\n")
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + section + rest.split(end, 1)[1].lstrip("\n")
     else:
         new = section + ("\n" + old if old else "")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -91,3 +91,106 @@ def run_two_processes(tmp_path, regs_name: str):
                 p.kill()
     assert sorted(o["pid"] for o in outs) == [0, 1] and all(o["n"] == N_ITER for o in outs)
     return [np.load(tmp_path / f"out{i}.npz") for i in range(2)]
+
+
+# ---------------------------------------------------------------------------- a store over 2 processes
+STORE_BATCH = 20  # documents per batch of the store: 70 documents make 4 batches, the last of 10
+ONLINE_KW = dict(passes=2, learning_offset=4.0, doc_passes=5)
+
+
+def store_corpus():
+    """The corpus of the store checks (that of :data:`COMMON`)."""
+    from topicjax import datasets
+
+    return datasets.make_bars(n_docs=70, doc_length=40, seed=3)[0]
+
+
+def owned_documents(offsets, n_processes: int, n_local: int, batch_size: int | None = None) -> list[np.ndarray]:
+    """Which documents each process reads: those of its devices' ranges (devices in process order,
+    ``n_local`` each) of the whole corpus (``batch_size=None``, the sharded fit) or of every batch
+    (the online fit)."""
+    from topicjax.core.sharding import device_ranges
+
+    D = offsets.size - 1
+    owned = [np.zeros(D, bool) for _ in range(n_processes)]
+    spans = [(0, D)] if batch_size is None else [(f, min(D, f + batch_size)) for f in range(0, D, batch_size)]
+    for first, last in spans:
+        off = offsets[first:last + 1] - offsets[first]
+        if batch_size is not None:  # the last batch is padded with empty documents, as fit_online pads it
+            off = np.concatenate([off, np.full(batch_size - (last - first), off[-1])])
+        for i, (a, b) in enumerate(device_ranges(off, n_processes * n_local)):
+            owned[i // n_local][first + min(a, last - first):first + min(b, last - first)] = True
+    return owned
+
+
+def garbage_copy(folder: Path, out: Path, keep: np.ndarray) -> Path:
+    """A copy of the store ``folder`` whose entries of the documents not in ``keep`` are garbage
+    (word id 2^31 - 1, count -1): reading any of them is a CorpusError, so a fit of the copy
+    succeeds only if it never reads them."""
+    import shutil
+
+    shutil.copytree(folder, out)
+    offsets = np.fromfile(out / "offsets.bin", np.int64)
+    lengths = np.diff(offsets)
+    foreign = np.repeat(~keep, lengths)
+    for name, value in (("words.bin", np.iinfo(np.int32).max), ("counts.bin", -1)):
+        arr = np.fromfile(out / name, np.int32)
+        arr[foreign] = value
+        arr.tofile(out / name)
+    return out
+
+
+def run_two_processes_store(tmp_path, n_local: int = 2):
+    """Two ``jax.distributed`` processes with ``n_local`` devices each fit a batch store that each
+    reads only its own part of (every process has its own copy of the store, the other process's
+    part garbage): the sharded ARTM fit of :data:`COMMON`'s settings (``distributed.fit``) and the
+    online fit with ``mesh=`` (:data:`ONLINE_KW`).  Returns ``(store folder, [process 0's
+    results, process 1's])``, each a dict of ``phi``, ``theta``, ``online_phi``."""
+    from topicjax.scale.store import write_store
+
+    folder = tmp_path / "store"
+    store = write_store([store_corpus()], folder, batch_size=STORE_BATCH)
+    offsets = store.doc_offsets()
+    whole = owned_documents(offsets, 2, n_local)
+    batches = owned_documents(offsets, 2, n_local, STORE_BATCH)
+    for p in range(2):
+        garbage_copy(folder, tmp_path / f"fit{p}", whole[p])
+        garbage_copy(folder, tmp_path / f"online{p}", batches[p])
+    port = free_port()
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        from topicjax.scale import distributed
+        pid = int(sys.argv[1])
+        distributed.initialize("127.0.0.1:{port}", num_processes=2, process_id=pid)
+        import jax, numpy as np
+        from topicjax.scale import online
+        assert jax.process_count() == 2 and len(jax.local_devices()) == {n_local}
+        mesh = distributed.make_mesh()
+        assert [d.process_index for d in mesh.devices.flat] == sorted(d.process_index for d in mesh.devices.flat)
+        m = distributed.fit("{tmp_path}/fit%d" % pid, {T}, max_iter={N_ITER}, progress=False, random_state=0,
+                            scores=("perplexity",))
+        o = online.fit_online("{tmp_path}/online%d" % pid, {T}, mesh=mesh, progress=False, random_state=0,
+                              **{ONLINE_KW!r})
+        np.savez("{tmp_path}/out%d.npz" % pid, phi=m.phi_, theta=m.theta_, online_phi=o.phi_,
+                 perplexity=m.history_[-1]["perplexity"], online_ll=[r["objective"] for r in o.history_])
+        print(json.dumps(dict(pid=pid, n=len(m.history_), n_online=len(o.history_))))
+        jax.distributed.shutdown()
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env(n_local), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for i in range(2)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=180)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    n_batches = -(-store.n_docs // STORE_BATCH)
+    assert sorted(o["pid"] for o in outs) == [0, 1]
+    assert all(o["n"] == N_ITER and o["n_online"] == ONLINE_KW["passes"] * n_batches for o in outs)
+    return folder, [dict(np.load(tmp_path / f"out{i}.npz")) for i in range(2)]

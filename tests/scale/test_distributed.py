@@ -1,8 +1,15 @@
 """topicjax.scale.distributed: documents sharded over devices and processes give the single-device model.
 
 Several CPU devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before JAX starts,
-so those checks run in subprocesses; the two-process check starts two ``jax.distributed``
-processes on localhost (gloo collectives) with two devices each.
+so those checks run in subprocesses; the two-process checks start two ``jax.distributed``
+processes on localhost (gloo collectives) with two devices each: one where every process holds
+the corpus, one where each reads only its own part of a batch store (sharded and online fits).
+
+Tolerances against the one-device model: the sharded E-step adds the same float32 terms in
+another order (per device, then across devices), a few ulps (float32 eps = 1.2e-7) per sum;
+after a few EM iterations the probabilities differ by ~1e-7 (measured: 4e-8 for Φ and 1.5e-7 for
+Θ of these fits), so rtol=1e-5, atol=1e-6 leaves margin while any real difference in the model
+(a document counted twice or left out, another start) moves them by >= 1e-3.
 """
 
 import textwrap
@@ -13,9 +20,15 @@ import pytest
 
 import topicjax as tj
 from topicjax import datasets
-from topicjax.scale import distributed
+from topicjax.core.sharding import RangeCorpus, device_ranges
+from topicjax.data.corpus import CorpusError
+from topicjax.scale import distributed, online
+from topicjax.scale.store import BatchStore, StoreWriter, write_store
 
-from multidevice import COMMON, N_ITER, T, run, run_two_processes
+from multidevice import (COMMON, N_ITER, ONLINE_KW, STORE_BATCH, T, owned_documents, run, run_two_processes,
+                         run_two_processes_store, store_corpus)
+
+TOL = dict(rtol=1e-5, atol=1e-6)  # float32 sums in another order (module docstring)
 
 
 def test_one_device_equals_the_artm_fit():
@@ -80,3 +93,92 @@ def test_two_processes_with_jax_distributed(tmp_path):
     ref = tj.ARTM(T, max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
     np.testing.assert_allclose(a["phi"], ref.phi_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(a["theta"], ref.theta_, rtol=1e-5, atol=1e-6)
+
+
+def test_two_processes_each_read_only_their_own_part_of_a_store(tmp_path):
+    folder, (a, b) = run_two_processes_store(tmp_path, n_local=2)
+    for key in ("phi", "theta", "online_phi", "online_ll"):
+        np.testing.assert_array_equal(a[key], b[key])  # every process holds the same model
+    store = BatchStore(folder)
+    ref = tj.ARTM(T, max_iter=N_ITER, progress=False, random_state=0, scores=("perplexity",)).fit(store.corpus())
+    np.testing.assert_allclose(a["phi"], ref.phi_, **TOL)
+    np.testing.assert_allclose(a["theta"], ref.theta_, **TOL)
+    assert float(a["perplexity"]) == pytest.approx(ref.history_[-1]["perplexity"], rel=1e-6)
+    ref_online = online.fit_online(store, T, progress=False, random_state=0, **ONLINE_KW)
+    np.testing.assert_allclose(a["online_phi"], ref_online.phi_, **TOL)
+    np.testing.assert_allclose(a["online_ll"], [r["objective"] for r in ref_online.history_], rtol=1e-5)
+    # Each process's copy had the other's part as garbage that no read gets past: the fits above
+    # succeeded only because no process read a document of the other's devices.
+    offsets = store.doc_offsets()
+    for kind, batch in (("fit", None), ("online", STORE_BATCH)):
+        owned = owned_documents(offsets, 2, 2, batch)
+        for p in range(2):
+            assert owned[p].any() and not (owned[0] & owned[1]).any() and (owned[0] | owned[1]).all()
+            copy = BatchStore(tmp_path / f"{kind}{p}")
+            foreign = int(np.flatnonzero(~owned[p])[0])
+            with pytest.raises(CorpusError, match="outside"):
+                copy.documents(foreign, foreign + 1)
+            mine = int(np.flatnonzero(owned[p])[0])
+            np.testing.assert_array_equal(copy.documents(mine, mine + 1).words, store.documents(mine, mine + 1).words)
+
+
+def test_a_store_on_one_device_is_the_artm_fit_of_its_corpus(tmp_path):
+    store = write_store([store_corpus()], tmp_path / "s", batch_size=STORE_BATCH)
+    corpus = store.corpus()
+    m = distributed.fit(store.folder, T, max_iter=4, progress=False, random_state=0)
+    ref = tj.ARTM(T, max_iter=4, progress=False, random_state=0).fit(corpus)
+    np.testing.assert_allclose(m.phi_, ref.phi_, **TOL)
+    np.testing.assert_allclose(m.theta_, ref.theta_, **TOL)
+    assert m.vocab_ == list(corpus.vocab) and m.history_[-1]["perplexity"] == pytest.approx(
+        ref.history_[-1]["perplexity"], rel=1e-6)
+    # the totals summed over the devices are the corpus's
+    rc = distributed.store_corpus(store)
+    sh = distributed.shard(rc)
+    n_d, n_w = sh.totals(rc.n_docs, rc.n_words)
+    np.testing.assert_array_equal(n_d, corpus.doc_lengths)
+    np.testing.assert_array_equal(n_w, corpus.word_counts)
+    # the online fit with a mesh is the one without
+    o = online.fit_online(store, T, progress=False, random_state=0, mesh=distributed.make_mesh(), **ONLINE_KW)
+    ref_o = online.fit_online(store, T, progress=False, random_state=0, **ONLINE_KW)
+    np.testing.assert_allclose(o.phi_, ref_o.phi_, **TOL)
+    assert [r["perplexity"] for r in o.history_] == pytest.approx([r["perplexity"] for r in ref_o.history_], rel=1e-5)
+
+
+def test_documents_reads_any_range_and_the_ranges_cover_the_corpus(tmp_path):
+    corpus = store_corpus()
+    store = write_store([corpus], tmp_path / "s", batch_size=STORE_BATCH)
+    off = corpus.doc_offsets
+    got = store.documents(5, 33)
+    assert got.first == 5 and got.n_docs == 28
+    np.testing.assert_array_equal(got.words, corpus.word_ids[off[5]:off[33]])
+    np.testing.assert_array_equal(got.offsets, off[5:34] - off[5])
+    assert store.documents(7, 7).n_docs == 0
+    with pytest.raises(IndexError, match="outside"):
+        store.documents(60, 71)
+    ranges = device_ranges(store.doc_offsets(), 3)
+    assert ranges[0][0] == 0 and ranges[-1][1] == corpus.n_docs and all(
+        r[1] == s[0] for r, s in zip(ranges, ranges[1:]))
+
+
+def test_store_fits_refuse_what_needs_the_whole_corpus(tmp_path):
+    store = write_store([store_corpus()], tmp_path / "s", batch_size=STORE_BATCH)
+    rc = distributed.store_corpus(store)
+    with pytest.raises(AttributeError, match="needs every entry"):
+        rc.word_ids
+    with pytest.raises(ValueError, match="fitted on a mesh"):
+        tj.ARTM(T, progress=False).fit(rc)
+    with pytest.raises(ValueError, match="labels"):
+        tj.ARTM(T, progress=False, label_weight=1.0).fit(rc, mesh=distributed.make_mesh())
+    with pytest.raises(ValueError, match="checkpoint"):
+        distributed.fit(store, T, checkpoint=tmp_path / "ck", progress=False)
+    with pytest.raises(AttributeError, match="needs every entry"):
+        distributed.fit(store, T, max_iter=1, progress=False, scores=("background_ratio",), background_topics=1)
+    with pytest.raises(ValueError, match="more than the"):
+        distributed.fit(store, 10 ** 6, progress=False)
+    # a document without tokens is found from the devices' totals, named with the store
+    w = StoreWriter(tmp_path / "e", batch_size=2, source="test")
+    w.append(np.array([2, 0, 1]), np.array([0, 1, 2]), np.array([3, 1, 2]))
+    empty = w.close(["a", "b", "c"])
+    with pytest.raises(CorpusError, match=r"document 1 has no tokens"):
+        distributed.fit(empty, 2, max_iter=1, progress=False)
+    assert isinstance(rc, RangeCorpus) and rc.n_docs == store.n_docs and rc.nnz == store.nnz

@@ -51,7 +51,7 @@ from topicjax.core import driver, em, estep, mstep
 from topicjax.core import validation as V
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
-from topicjax.core.sharding import replicate
+from topicjax.core.sharding import RangeCorpus, replicate
 from topicjax.estimator import TopicModelBase, host_array, int_sequence
 from topicjax.evaluation import scores as scores_mod
 from topicjax.persistence import ArraySpec, SavedModelError
@@ -195,6 +195,15 @@ class ARTM(PartialFitMixin, TopicModelBase):
         return float(lw)
 
     def _structure(self, X, y, n_components) -> S.Structure:
+        if isinstance(X, RangeCorpus):  # a corpus read by document ranges (a sharded fit of a batch store)
+            if y is not None or self.label_weight is not None:
+                raise ValueError(f"{X.source}: labels (y, label_weight) need the corpus in memory; a corpus read by "
+                                 "document ranges has none")
+            self.vocab_, self.n_features_in_ = list(X.vocab), X.n_words
+            X.check_topics(n_components)
+            names, background = S.topic_structure(n_components, self.background_topics, self.topic_names)
+            row_mod, mod_names, weights, classes = S.modality_structure(X, self.modality_weights)
+            return S.Structure(X, names, background, row_mod, mod_names, weights, classes)
         corpus = self._train_corpus(X)
         corpus.check_topics(n_components)
         if y is not None:
@@ -228,10 +237,28 @@ class ARTM(PartialFitMixin, TopicModelBase):
         self._validate_params()
         reg = self.regularizer()  # bad regularizers fail before the corpus is read into the device
         st = self._structure(X, y, n_components)
-        src, n_weighted = S.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
-        data = S.device_data(src, self.chunk, mesh=mesh)
+        if isinstance(st.corpus, RangeCorpus):
+            st, data, n_weighted = self._range_data(st, mesh)
+        else:
+            src, n_weighted = S.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
+            data = S.device_data(src, self.chunk, mesh=mesh)
         reg = reg.bind(S.context(st, n_components, "fit")).resolve(int(self.max_iter)).cast(jnp.float32)
         return st, data, n_weighted, reg, S.aux_arrays(st, n_components)
+
+    def _range_data(self, st: S.Structure, mesh):
+        """``(structure, data, n_weighted)`` of a :class:`~topicjax.core.sharding.RangeCorpus`: every
+        process reads and lays out its own devices' documents only (:func:`~topicjax.core.sharding.shard`),
+        and the totals the regularizers and scores use (``doc_lengths``, ``word_counts``) are the
+        devices' partial sums added with ``psum``.  Its counts enter with weight 1 (one modality)."""
+        if mesh is None:
+            raise ValueError(f"{st.corpus.source}: a corpus read by document ranges is fitted on a mesh "
+                             "(ARTM.fit(X, mesh=...), topicjax.scale.distributed.fit)")
+        if np.any(st.weights != 1.0):
+            raise ValueError(f"modality_weights={self.modality_weights!r}: a corpus read by document ranges is "
+                             "fitted with its counts as they are (weight 1)")
+        data = S.device_data(st.corpus, self.chunk, mesh=mesh)
+        corpus = st.corpus.with_totals(*data.totals(st.corpus.n_docs, st.corpus.n_words))
+        return S.Structure(**{**vars(st), "corpus": corpus}), data, float(corpus.n_tokens)
 
     def _init_states(self, st, reg, aux, seeds, tops, T_max):
         """Initial states of models with ``seeds[g]`` and ``tops[g]`` topics, stacked and padded to
@@ -265,11 +292,16 @@ class ARTM(PartialFitMixin, TopicModelBase):
     def fit(self, X, y=None, *, mesh=None, checkpoint=None, checkpoint_every=10):
         """Fit to a Corpus or a (documents x words) count matrix; ``y`` (optional) are class labels
         (one per document, or a boolean indicator matrix).  ``mesh``: shard the documents over the
-        devices of a :class:`jax.sharding.Mesh` (:func:`topicjax.scale.distributed.make_mesh`).
+        devices of a :class:`jax.sharding.Mesh` (:func:`topicjax.scale.distributed.make_mesh`); ``X``
+        may then be a :class:`~topicjax.core.sharding.RangeCorpus` (a batch store that every
+        process reads only its own devices' documents of, :func:`topicjax.scale.distributed.fit`).
         ``checkpoint``: a folder where the fit's progress is saved every ``checkpoint_every``
         iterations and from which a killed fit resumes, to the same model bit for bit on CPU
         (:mod:`topicjax.core.checkpoint`; single-process fits)."""
         T = int(self.n_components)
+        if checkpoint is not None and isinstance(X, RangeCorpus):
+            raise ValueError("checkpoint: a fit of a corpus read by document ranges (a multi-process fit of a batch "
+                             "store) is not checkpointed")
         st, data, n_weighted, reg, aux = self._prepare(X, y, T, mesh)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
                                      devices=None if mesh is None else int(mesh.devices.size))

@@ -13,11 +13,20 @@ on every device): a :class:`ShardedCounts`, a layout that brings its own E-step
 :mod:`topicjax.core.em` runs on it unchanged.  :func:`replicate` places a pytree of arrays (the
 same values in every process) on every device of a mesh; :func:`host_array` reads a replicated
 array back.  How to run a fit on many devices and hosts: :mod:`topicjax.scale.distributed`.
+
+A corpus need not be in memory: a :class:`RangeCorpus` holds only the document offsets (D + 1
+numbers) and a function that reads the entries of a range of documents (from a batch store's
+files, :mod:`topicjax.scale.store`).  :func:`shard` then reads, in each process, only the ranges of
+that process's devices, and what a fit needs of the whole corpus beyond its sizes, the tokens of
+every document ``n_d = Σ_w n_dw`` and of every word ``n_w = Σ_d n_dw``, are sums over documents
+as well: every device adds up its own entries and ``psum`` gives the totals
+(:meth:`ShardedCounts.totals`), so no process reads another's entries.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -26,8 +35,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from topicjax.core import estep, layout
+from topicjax.data.entries import CorpusError
 
-__all__ = ["AXIS", "ShardedCounts", "make_mesh", "shard", "replicate", "host_array"]
+__all__ = ["AXIS", "RangeCorpus", "ShardedCounts", "make_mesh", "shard", "replicate", "host_array", "device_ranges",
+           "chunks_per_device"]
 
 #: The name of the one mesh axis, over which documents are split.
 AXIS = "docs"
@@ -85,6 +96,101 @@ class ShardedCounts:
         ll = next(it)
         return ll, (next(it) if need_phi else None), (next(it) if need_theta else None)
 
+    def totals(self, n_docs: int, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(n_d, n_w)``: the tokens of every document (``n_docs``) and of every word
+        (``n_words``) as int64 numpy arrays, the same in every process.  Each device adds up its
+        own entries (counts rounded to integers: a store's counts are), ``psum`` adds the devices'
+        partial sums; a document's entries are all on one device, so ``n_d`` is that device's."""
+
+        def local(doc, word, count):
+            c = jnp.round(count).astype(jnp.int32).ravel()
+            n_d = jax.ops.segment_sum(c, doc.ravel(), num_segments=n_docs)
+            n_w = jax.ops.segment_sum(c, word.ravel(), num_segments=n_words)
+            return jax.lax.psum(n_d, AXIS), jax.lax.psum(n_w, AXIS)
+
+        f = jax.jit(_shard_map(local, self.mesh, (P(AXIS), P(AXIS), P(AXIS)), (P(), P())))
+        n_d, n_w = f(self.doc, self.word, self.count)
+        return host_array(n_d).astype(np.int64), host_array(n_w).astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RangeCorpus:
+    """A corpus whose entries are read on demand, a range of documents at a time.
+
+    ``doc_offsets`` (D + 1, int64): document ``d`` owns entries ``doc_offsets[d]:doc_offsets[d+1]``
+    of the (virtual) CSR arrays; ``read(a, b)`` returns ``(word_ids, counts)`` of documents
+    ``a .. b - 1`` (checked by the reader: ids inside the vocabulary, counts >= 0).  :func:`shard`
+    reads with it only the ranges of the calling process's devices; ``ARTM.fit(range_corpus,
+    mesh=...)`` (:func:`topicjax.scale.distributed.fit` of a batch store) fits it so.
+
+    What a fit needs of the whole corpus comes from the sizes (``doc_offsets``, ``vocab``,
+    ``n_tokens``) and from :meth:`with_totals` (``doc_lengths`` n_d and ``word_counts`` n_w, the
+    sums :meth:`ShardedCounts.totals` combines over the processes).  The entry arrays of a
+    :class:`~topicjax.data.Corpus` (``doc_ids``, ``word_ids``, ``counts``) exist in no process:
+    asking for them (a score or regularizer that reads every entry) is an error saying so.
+    ``source`` names the files in messages.
+    """
+
+    doc_offsets: np.ndarray
+    read: Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+    vocab: tuple = ()
+    n_tokens: int = 0
+    source: str = "corpus"
+    doc_lengths: np.ndarray | None = None
+    word_counts: np.ndarray | None = None
+    # what a Corpus may have and a range corpus has not: labels, modalities, document names
+    labels = None
+    label_names = ()
+    modalities = None
+    modality_names = ()
+    doc_names = None
+    dropped_docs = np.zeros(0, np.int64)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_offsets.size - 1)
+
+    @property
+    def n_words(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.doc_offsets[-1])
+
+    def __getattr__(self, name):
+        if name in ("doc_ids", "word_ids", "counts", "to_sparse", "to_dense", "doc_frequency", "subset"):
+            raise AttributeError(f"{self.source}: {name!r} needs every entry of the corpus in memory, and a corpus "
+                                 "read by document ranges holds only each process's own documents (load a small "
+                                 "store whole with BatchStore.corpus())")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def check_topics(self, n_topics: int) -> None:
+        """:meth:`Corpus.check_topics <topicjax.data.Corpus.check_topics>` from the sizes."""
+        if int(n_topics) != n_topics or n_topics < 1:
+            raise ValueError(f"the number of topics must be a positive integer, got {n_topics!r}")
+        if self.n_docs == 0:
+            raise ValueError(f"{self.source}: the corpus has no documents")
+        if n_topics > self.n_tokens:
+            raise ValueError(f"{n_topics} topics is more than the {self.n_tokens} tokens of {self.source}")
+
+    def with_totals(self, doc_lengths, word_counts) -> "RangeCorpus":
+        """This corpus with its totals ``n_d``, ``n_w`` (from :meth:`ShardedCounts.totals`), checked
+        as :meth:`Corpus.from_entries <topicjax.data.Corpus.from_entries>` checks a corpus: every
+        document has a token, and the tokens add up to ``n_tokens``."""
+        doc_lengths, word_counts = np.asarray(doc_lengths, np.int64), np.asarray(word_counts, np.int64)
+        if doc_lengths.shape != (self.n_docs,) or word_counts.shape != (self.n_words,):
+            raise ValueError(f"{self.source}: totals of shapes {doc_lengths.shape}, {word_counts.shape} for "
+                             f"{self.n_docs} documents and {self.n_words} words")
+        empty = np.flatnonzero(doc_lengths == 0)
+        if empty.size:
+            raise CorpusError(f"{self.source}: document {int(empty[0])} has no tokens ({empty.size} such documents; "
+                              "a fit needs a token in every document)")
+        if int(doc_lengths.sum()) != self.n_tokens:
+            raise CorpusError(f"{self.source}: the entries hold {int(doc_lengths.sum())} tokens, the sizes say "
+                              f"{self.n_tokens} (corrupt store)")
+        return dataclasses.replace(self, doc_lengths=doc_lengths, word_counts=word_counts)
+
 
 def _balanced_ranges(offsets: np.ndarray, n: int) -> list[tuple[int, int]]:
     """``n`` contiguous document ranges with about equal numbers of non-zeros (some may be empty)."""
@@ -94,15 +200,39 @@ def _balanced_ranges(offsets: np.ndarray, n: int) -> list[tuple[int, int]]:
     return [(int(bounds[i]), int(bounds[i + 1])) for i in range(n)]
 
 
-def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.float32) -> ShardedCounts:
-    """Split a corpus (a :class:`~topicjax.data.Corpus`, or any object with ``doc_offsets``,
-    ``word_ids``, ``counts`` in CSR order) into one contiguous document range per device of
-    ``mesh`` (default: all devices) and place each range's non-zeros on its device.
+def device_ranges(offsets, n_devices: int) -> list[tuple[int, int]]:
+    """The document range ``[a, b)`` of every device of a mesh of ``n_devices`` that :func:`shard`
+    uses: contiguous, in mesh order, with about equal numbers of entries
+    (``offsets[b] - offsets[a]`` within one document's entries of ``nnz / n_devices``)."""
+    return _balanced_ranges(np.asarray(offsets, np.int64), int(n_devices))
+
+
+def chunks_per_device(offsets, n_devices: int, chunk: int) -> int:
+    """The chunks of ``chunk`` slots (a multiple of :data:`~topicjax.core.layout.PIECE`) that the
+    fullest device's range of :func:`device_ranges` takes: the ``n_chunks`` that gives a stream of
+    batches one sharded shape (the most over its batches)."""
+    offsets = np.asarray(offsets, np.int64)
+    k = int(chunk) // layout.PIECE
+    lengths = np.diff(offsets)
+    return max(1, max(-(-int((-(-lengths[a:b] // layout.PIECE)).sum()) // k)
+                      for a, b in _balanced_ranges(offsets, int(n_devices))))
+
+
+def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.float32,
+          n_chunks: int | None = None) -> ShardedCounts:
+    """Split a corpus into one contiguous document range per device of ``mesh`` (default: all
+    devices) and place each range's non-zeros on its device.
+
+    ``src``: a :class:`~topicjax.data.Corpus` (or any object with ``doc_offsets``, ``word_ids``,
+    ``counts`` in CSR order) or a :class:`RangeCorpus`, whose entries are read range by range:
+    each process reads only the ranges of its own devices (:func:`device_ranges`).
 
     Every device gets the same number of chunks of ``chunk`` slots (default: as
     :func:`topicjax.core.layout.prepare` would choose for the largest range, at most
-    :data:`topicjax.core.layout.DEFAULT_CHUNK`); missing chunks are padding with count 0.  In a
-    multi-process run each process computes the layout of its own devices' ranges only.
+    :data:`topicjax.core.layout.DEFAULT_CHUNK`); missing chunks are padding with count 0.
+    ``n_chunks``: at least this many chunks per device (one shape for every batch of a stream,
+    :func:`chunks_per_device`).  In a multi-process run each process computes the layout of its
+    own devices' ranges only.
     """
     offsets = np.asarray(src.doc_offsets, np.int64)
     if offsets[-1] == 0:
@@ -119,9 +249,14 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
     chunk = int(-(-int(chunk) // layout.PIECE) * layout.PIECE)
     width = layout.PIECE
     k = chunk // width
-    lengths = np.diff(offsets)
-    per_dev = max(1, max(-(-int((-(-lengths[a:b] // width)).sum()) // k) for a, b in ranges))
-    words, counts = np.asarray(src.word_ids), np.asarray(src.counts)
+    per_dev = chunks_per_device(offsets, n, chunk)
+    if n_chunks is not None:
+        if n_chunks < per_dev:
+            raise ValueError(f"n_chunks={n_chunks}: a device's documents need {per_dev} chunks of {chunk} slots")
+        per_dev = int(n_chunks)
+    ranged = isinstance(src, RangeCorpus)
+    if not ranged:
+        words, counts = np.asarray(src.word_ids), np.asarray(src.counts)
     n_docs = offsets.size - 1
     local = {}  # the layouts this process needs: those of its addressable devices
     mine = {d.id for d in jax.local_devices()}
@@ -130,8 +265,15 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
             continue
         a, b = ranges[i]
         if b > a:
-            d, w, c, pd = layout.sliced_layout(offsets[a:b + 1], words, counts, width, k, per_dev, dtype=dtype)
-            local[i] = [d + a, w, c, pd + a]
+            if ranged:  # only this range's entries are read
+                w, c = src.read(a, b)
+                off = offsets[a:b + 1] - offsets[a]
+            else:
+                w, c, off = words, counts, offsets[a:b + 1]
+            d, w, c, pd = layout.sliced_layout(off, w, c, width, k, per_dev, dtype=dtype)
+            d += a  # global document ids, in place (no second copy of the largest arrays)
+            pd += a
+            local[i] = [d, w, c, pd]
         else:  # an empty range: padding only, ids kept sorted
             pad_doc = max(0, min(a, n_docs) - 1)
             local[i] = [np.full((per_dev, chunk), pad_doc, np.int32), np.zeros((per_dev, chunk), np.int32),
@@ -144,6 +286,8 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
             return local[(index[0].start or 0) // per_dev][j]
 
         arrays.append(jax.make_array_from_callback(shape, sharding, cb))
+        for parts in local.values():  # each host array is released once it is on its device
+            parts[j] = None
     return ShardedCounts(*arrays, mesh=mesh)
 
 

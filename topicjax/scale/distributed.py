@@ -34,7 +34,8 @@ price of the all-reduce of the counts; ``experiments/bench_em.py`` reports this 
 Several processes or hosts (``jax.distributed``)
 -------------------------------------------------
 Start one process per host (or per GPU) with the same script; each calls
-:func:`initialize` before anything else touches JAX::
+:func:`initialize` before anything else touches JAX, with the same coordinator (``host:port`` of
+process 0, reachable by all), the number of processes and its own id ``0 .. n - 1``::
 
     # host 0 (the coordinator, reachable by the others on port 12345):
     python fit.py --coordinator 10.0.0.1:12345 --num-processes 2 --process-id 0
@@ -44,8 +45,9 @@ Start one process per host (or per GPU) with the same script; each calls
     # fit.py
     from topicjax.scale import distributed
     distributed.initialize(args.coordinator, args.num_processes, args.process_id)
-    corpus = Corpus.load(path)   # every process reads the corpus (or the same file on a share)
-    model = distributed.fit(corpus, n_components=100, regularizers=[...], max_iter=50)
+    model = distributed.fit("nytimes-store", n_components=100, regularizers=[...], max_iter=50)
+    if jax.process_index() == 0:
+        model.save("model")
 
 The mesh then spans the devices of all processes; :func:`shard` builds, in each process, only
 the shards of its own devices (``jax.make_array_from_callback``), and every process ends with the
@@ -53,6 +55,36 @@ same model.  Under SLURM or Open MPI, ``jax.distributed.initialize()`` without a
 coordinator itself: call ``distributed.initialize()`` with no arguments from ``srun python
 fit.py``.  On CPU the cross-process reductions use the gloo collectives, which
 :func:`initialize` switches on.  ``tests/scale/test_distributed.py`` runs two processes on localhost.
+
+Each process reads its own documents only
+-----------------------------------------
+Given a batch store (:mod:`topicjax.scale.store`: its folder, on a shared file system or copied
+to every host), :func:`fit` reads in every process the whole ``offsets.bin`` (D + 1 numbers),
+cuts the documents into the devices' ranges (:func:`~topicjax.core.sharding.device_ranges`) and
+reads from ``words.bin`` and ``counts.bin`` only the byte ranges of its own devices
+(:meth:`BatchStore.documents <topicjax.scale.store.BatchStore.documents>`).  What the fit needs of
+the whole corpus comes from the store's ``meta.json`` and ``vocab.txt`` (D, W, the vocabulary,
+the number of tokens) and from sums over documents that every device computes on its own entries
+and ``psum`` adds up: the document lengths ``n_d`` and word totals ``n_w`` (for regularizers such
+as topic selection and smoothing towards the background, and for the scores), which also check the
+store (every document has a token, the tokens add up to ``meta.json``'s).  Θ starts uniform and Φ
+from ``random_state``, so every process starts from the same model without reading anything.
+The result is the model ``ARTM(...).fit(store.corpus())`` gives in one process, up to round-off
+(the E-step's additions run in another order; duplicate (d, w) entries, which a
+:class:`~topicjax.data.Corpus` merges, are added by the E-step).  Memory per process: its
+documents' layout (about 1/P of the entries), Φ and Θ.  Not with this path: labels, modality
+weights, and scores or regularizers that read every entry (``background_ratio``, coherence against
+the training corpus, ``improve_coherence`` without ``cooc``): they say so.
+
+The online algorithm across processes
+-------------------------------------
+:func:`topicjax.scale.online.fit_online` ``(store, ..., mesh=mesh)`` splits every batch the same
+way: each device gets a contiguous share of the batch's documents, each process reads only its
+devices' shares, the Θ passes of a document need only its own entries and Φ (replicated), and the
+batch's counts ``n̂_wt`` are the devices' partial counts added with ``psum``; every process then
+applies the same update ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` and M-step, so all hold the same Φ:
+the one-process online model up to round-off.  Every batch has one sharded shape (the most chunks
+any device needs in any batch), so the step compiles once.
 
 >>> import topicjax as tj
 >>> from topicjax.scale import distributed
@@ -64,13 +96,17 @@ fit.py``.  On CPU the cross-process reductions use the gloo collectives, which
 
 from __future__ import annotations
 
+import os
+
 import jax
 from jax.sharding import Mesh
 
 from topicjax.artm import ARTM
-from topicjax.core.sharding import AXIS, ShardedCounts, host_array, make_mesh, replicate, shard
+from topicjax.core.sharding import AXIS, RangeCorpus, ShardedCounts, host_array, make_mesh, replicate, shard
+from topicjax.scale.store import BatchStore
 
-__all__ = ["ShardedCounts", "initialize", "make_mesh", "shard", "replicate", "host_array", "fit", "AXIS"]
+__all__ = ["ShardedCounts", "RangeCorpus", "initialize", "make_mesh", "shard", "replicate", "host_array",
+           "store_corpus", "fit", "AXIS"]
 
 
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
@@ -86,12 +122,34 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
                                process_id=process_id, **kwargs)
 
 
+def store_corpus(store: BatchStore | str | os.PathLike) -> RangeCorpus:
+    """A batch store (or its folder) as a :class:`~topicjax.core.sharding.RangeCorpus`: its
+    offsets (the whole ``offsets.bin``), vocabulary and number of tokens, and its entries read
+    by document range (:meth:`BatchStore.documents <topicjax.scale.store.BatchStore.documents>`)
+    when :func:`shard` asks for a device's range; nothing else is read."""
+    store = store if isinstance(store, BatchStore) else BatchStore(store)
+
+    def read(a: int, b: int):
+        batch = store.documents(a, b)
+        return batch.words, batch.counts
+
+    return RangeCorpus(store.doc_offsets(), read, vocab=tuple(store.vocab()), n_tokens=store.n_tokens,
+                       source=str(store.folder))
+
+
 def fit(corpus, n_components: int, *, mesh: Mesh | None = None, checkpoint=None, checkpoint_every: int = 10,
         **params):
     """An :class:`~topicjax.artm.ARTM` fitted with the documents sharded over ``mesh`` (default:
     every device of every process); ``params`` are ARTM's (``regularizers``, ``max_iter``,
     ``random_state``, ...), validated as ``ARTM.fit`` does.  The same model in every process;
     with one device it equals ``ARTM(...).fit(corpus)``, with several up to round-off.
-    ``checkpoint``, ``checkpoint_every``: as in ``ARTM.fit`` (single-process fits only)."""
+
+    ``corpus``: a :class:`~topicjax.data.Corpus` (every process holds it whole), or a batch store
+    (a :class:`~topicjax.scale.store.BatchStore` or its folder), of which every process reads only
+    its own devices' documents (see the module docstring; the model of
+    ``ARTM(...).fit(store.corpus())`` up to round-off).  ``checkpoint``, ``checkpoint_every``: as
+    in ``ARTM.fit`` (single-process fits of a Corpus only)."""
+    if isinstance(corpus, (BatchStore, str, os.PathLike)):
+        corpus = store_corpus(corpus)
     return ARTM(n_components, **params).fit(corpus, mesh=make_mesh() if mesh is None else mesh,
                                             checkpoint=checkpoint, checkpoint_every=checkpoint_every)

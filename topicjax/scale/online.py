@@ -8,6 +8,13 @@ checks), and returns the fitted :class:`~topicjax.artm.ARTM`.  :func:`infer_thet
 store's documents batch by batch.  Every batch is padded to one shape, so the per-batch step
 compiles once.
 
+With ``mesh=`` (:func:`topicjax.scale.distributed.make_mesh`; devices of one or several
+processes) every batch's documents are split over the devices as
+:func:`topicjax.core.sharding.shard` splits a corpus: each process reads from the store only its
+devices' shares of the batch, the batch's counts are the devices' partial counts added with
+``psum``, and every process applies the same update (the one-process model up to round-off; see
+:mod:`topicjax.scale.distributed`).
+
 The store's, the converters' and the algorithm's names can also be imported from here, where
 the first releases had them (``online.write_store``, ``online.convert_uci``, ``online.OnlineState``...).
 
@@ -28,11 +35,14 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterator
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from topicjax.artm import ARTM
 from topicjax.core import driver, em, layout
+from topicjax.core.sharding import RangeCorpus, chunks_per_device, host_array, replicate, shard
 from topicjax.core.online import ONLINE_EM, OnlineState, OnlineStatic, batch_step, online_init  # noqa: F401
 from topicjax.core.random import as_key, check_random_state
 from topicjax.core.validation import check_bool, check_int, check_number
@@ -51,6 +61,34 @@ def _batch_data(batch: Batch, n_docs: int, n_chunks: int, k: int, dtype) -> layo
         off = np.concatenate([off, np.full(n_docs - batch.n_docs, off[-1])])
     arrays = layout.sliced_layout(off, batch.words, batch.counts, layout.PIECE, k, n_chunks, dtype=dtype)
     return layout.DocWordCounts(*(jnp.asarray(a) for a in arrays))
+
+
+def _batch_offsets(offsets: np.ndarray, store: BatchStore, i: int, n_docs: int) -> np.ndarray:
+    """Offsets (from 0) of batch ``i``'s documents in the store's ``offsets``, with empty documents
+    after the last batch's to fill the fixed Θ shape of ``n_docs`` columns."""
+    first = i * store.batch_size
+    last = min(store.n_docs, first + store.batch_size)
+    off = offsets[first:last + 1] - offsets[first]
+    return np.concatenate([off, np.full(n_docs - (last - first), off[-1])])
+
+
+def _batch_source(offsets: np.ndarray, store: BatchStore, i: int, n_docs: int) -> RangeCorpus:
+    """Batch ``i`` as a :class:`~topicjax.core.sharding.RangeCorpus`: :func:`shard` reads the
+    entries of the calling process's devices' shares of it, and nothing else."""
+    first = i * store.batch_size
+    real = min(store.n_docs, first + store.batch_size) - first
+
+    def read(a: int, b: int):
+        batch = store.documents(first + min(a, real), first + min(b, real))
+        return batch.words, batch.counts
+
+    return RangeCorpus(_batch_offsets(offsets, store, i, n_docs), read, source=f"{store.folder} batch {i}")
+
+
+@jax.jit
+def _tokens(count):
+    """The tokens of a (sharded) batch: its integer counts added up (an all-reduce over the mesh)."""
+    return jnp.sum(jnp.round(count).astype(jnp.int32))
 
 
 class _Prefetch:
@@ -85,7 +123,7 @@ class _Prefetch:
 def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, passes: int = 1, update_every: int = 1,
                learning_offset: float = 1024.0, learning_decay: float = 0.7, doc_passes: int = 10,
                regularizers=None,
-               random_state=0, state: OnlineState | None = None, progress: bool = True):
+               random_state=0, state: OnlineState | None = None, progress: bool = True, mesh: Mesh | None = None):
     """Online PLSA/ARTM over a batch store (BigARTM's ``fit_online``; see the module docstring).
 
     ``passes`` sweeps over the store, batches in order; the step size counter continues across
@@ -107,6 +145,10 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
 
     With one batch holding every document, ``learning_decay=0`` (ρ = 1) and ``update_every=1``, each pass
     is the offline pass of ``ARTM(doc_passes=doc_passes)``: the same model up to round-off.
+
+    ``mesh``: split every batch's documents over the devices of a mesh (of one or several
+    processes; each process reads only its devices' shares of each batch, the counts are added
+    with ``psum``): the same model as without, up to round-off, in every process.
     """
     store = store if isinstance(store, BatchStore) else BatchStore(store)
     check_int(n_components, "n_components", 1)
@@ -125,8 +167,14 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
             raise ValueError(f"regularizer {t.name!r} holds data about particular documents; the online fit sees "
                              "batches, not documents by index")
     k = layout.DEFAULT_CHUNK // layout.PIECE
-    n_chunks = max(1, -(-store.max_pieces() // k))
     n_docs = min(store.batch_size, store.n_docs)
+    if mesh is None:
+        n_chunks = max(1, -(-store.max_pieces() // k))
+    else:  # one sharded shape for every batch: the most chunks a device needs in any batch
+        offsets = store.doc_offsets()
+        n_dev = int(mesh.devices.size)
+        n_chunks = max(chunks_per_device(_batch_offsets(offsets, store, i, n_docs), n_dev, layout.DEFAULT_CHUNK)
+                       for i in range(store.n_batches))
     ctx = Context(n_words=store.n_words, n_topics=int(n_components), n_docs=n_docs)
     reg = reg.bind(ctx).resolve(max(passes * store.n_batches, 1)).cast(jnp.float32)
     if reg.on_host:
@@ -141,7 +189,13 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     meta = []  # (pass, batch, tokens, rho) of each iteration, for the history
     earlier = int(state.updates)  # updates of the fit that ``state`` resumes: ρ's counter goes on
 
+    if mesh is not None:
+        state, reg = replicate(mesh, state), replicate(mesh, reg)
+
     def load(i):
+        if mesh is not None:  # host work and placement only: the collectives stay in the main thread
+            return None, shard(_batch_source(offsets, store, i, n_docs), mesh, chunk=layout.DEFAULT_CHUNK,
+                               n_chunks=n_chunks)
         batch = store.batch(i)
         return int(batch.counts.sum()), _batch_data(batch, n_docs, n_chunks, k, np.float32)
 
@@ -150,6 +204,8 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     def before(iteration, history):
         p, i = divmod(iteration - 1, store.n_batches)
         n_tok, data = prefetch.get(i, last=iteration == total)
+        if n_tok is None:
+            n_tok = int(host_array(_tokens(data.count)))
         apply = (iteration % update_every == 0) or (iteration == total)
         updates = earlier + sum(1 for m in meta if m[3] is not None)
         meta.append((p + 1, i, n_tok, float(np.power(learning_offset + updates, -learning_decay)) if apply else None))
@@ -167,6 +223,9 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
                                     desc="online EM", before=before, postfix=postfix)
     finally:
         prefetch.close()
+    if mesh is not None:  # the replicated state as this process's arrays (what a one-process fit returns)
+        state = jax.tree.map(lambda x: jnp.asarray(host_array(x)) if isinstance(x, jax.Array) and not
+                             x.is_fully_addressable else x, state)
     history = []
     for r, (p, i, n_tok, rho) in zip(records, meta):
         rec = {"iteration": r["iteration"], "pass": p, "batch": i, "objective": r["objective"],

@@ -144,7 +144,20 @@ class BatchStore:
         if not 0 <= i < self.n_batches:
             raise IndexError(f"batch {i} is outside 0..{self.n_batches - 1}")
         first = i * self.batch_size
-        last = min(self.n_docs, first + self.batch_size)
+        return self.documents(first, min(self.n_docs, first + self.batch_size))
+
+    def doc_offsets(self) -> np.ndarray:
+        """The whole of ``offsets.bin`` (D + 1 int64, checked as every read checks it): what a
+        sharded fit splits the documents by, without reading any entry."""
+        return self._offsets(0, self.n_docs)
+
+    def documents(self, first: int, last: int) -> Batch:
+        """Documents ``first .. last - 1`` (any range, not only a batch): only their byte ranges of
+        ``words.bin`` and ``counts.bin`` are mapped and read, and checked (word ids inside the
+        vocabulary, counts >= 0).  A sharded fit reads each device's documents this way, so a
+        process never reads the entries of another process's documents."""
+        if not 0 <= first <= last <= self.n_docs:
+            raise IndexError(f"documents {first}..{last - 1} are outside 0..{self.n_docs - 1}")
         off = self._offsets(first, last)
         words = self._read("words.bin", np.int32, int(off[0]), int(off[-1]))
         counts = self._read("counts.bin", np.int32, int(off[0]), int(off[-1]))
