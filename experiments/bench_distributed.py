@@ -42,6 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_scale as bs  # noqa: E402 - the /usr/bin/time -v reader shared by the benchmarks
+
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
 #: the generator's arguments of each size (``preset`` names :data:`topicjax.data.synthetic.PRESETS`)
@@ -105,16 +108,6 @@ def child_main(cfg: dict) -> None:
         jax.distributed.shutdown()
 
 
-def _time_v_peak(path: Path) -> int | None:
-    try:
-        for line in path.read_text(errors="replace").splitlines():
-            if "Maximum resident set size" in line:
-                return int(line.rsplit(":", 1)[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -149,7 +142,7 @@ def run_fit(name: str, n_processes: int, a, folder: Path) -> list[dict]:
             if proc.returncode != 0 or not Path(cfg["result"]).is_file():
                 raise RuntimeError(f"{name} process {pid} failed (exit {proc.returncode}):\n{output[-3000:]}")
             res = json.loads(Path(cfg["result"]).read_text())
-            res["time_v_peak"] = _time_v_peak(tv)
+            res["time_v_peak"] = bs._time_v_peak(tv)
             results.append(res)
     finally:
         for *_, proc in procs:

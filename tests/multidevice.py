@@ -59,6 +59,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_pair(code: str, n_local: int) -> list[dict]:
+    """Run ``code`` as processes 0 and 1 (``sys.argv[1]``), each with ``n_local`` devices; returns
+    the JSON each printed last."""
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env(n_local), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for i in range(2)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=180)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return outs
+
+
 def run_two_processes(tmp_path, regs_name: str):
     """Fit ``REGS[regs_name]`` with the documents sharded over 2 processes x 2 devices; returns the
     two processes' saved ``phi``, ``theta``."""
@@ -77,18 +95,7 @@ def run_two_processes(tmp_path, regs_name: str):
         jax.distributed.shutdown()
         """
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env(2), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for i in range(2)]
-    outs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=180)
-            assert p.returncode == 0, err[-3000:]
-            outs.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = run_pair(code, 2)
     assert sorted(o["pid"] for o in outs) == [0, 1] and all(o["n"] == N_ITER for o in outs)
     return [np.load(tmp_path / f"out{i}.npz") for i in range(2)]
 
@@ -178,18 +185,7 @@ def run_two_processes_store(tmp_path, n_local: int = 2):
         jax.distributed.shutdown()
         """
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env(n_local), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for i in range(2)]
-    outs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=180)
-            assert p.returncode == 0, err[-3000:]
-            outs.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+    outs = run_pair(code, n_local)
     n_batches = -(-store.n_docs // STORE_BATCH)
     assert sorted(o["pid"] for o in outs) == [0, 1]
     assert all(o["n"] == N_ITER and o["n_online"] == ONLINE_KW["passes"] * n_batches for o in outs)
