@@ -2,10 +2,10 @@
 // the module in estep_ffi.cc (topicjax/ptm/kernels.py calls them).  float32 throughout.
 //
 //   topicjax_ptm_estep   B (N, P), a (D, P), document rows (item (C, R), word (C, R, W),
-//                        count), word rows (item, doc, pos: the entry's document slot)
+//                        count), word rows (item, pos: the entry's document slot)
 //                        -> g (N, P), ll (D,), s1 (D, P), s2 (D, P)
 //                        attributes tiny, cap
-//   topicjax_ptm_trials  B (N, P), a (D, P), vv (D, P), cand (D, K) int32, t_start (D, K),
+//   topicjax_ptm_trials  B (N, P), a (D, P), vv (D, P) bool, cand (D, K) int32, t_start (D, K),
 //                        document rows (item, word, count)
 //                        -> dl (D, K), t (D, K), variant (D, K) int32, s1 (D, P), s2 (D, P)
 //                        attributes n_on, newton_iters, tiny, cap, t_max
@@ -34,14 +34,16 @@ std::string Dims(ffi::Span<const int64_t> d) {
   return s + (d.size() == 1 ? ",)" : ")");
 }
 
-// Rows (item (C, R), other (C, R, W), with count or pos (C, R, W)) as a RowLayout; "" or what
-// is wrong.  Rows without counts mark padding entries with other == pad_other.
-std::string MakeRows(const char* name, ffi::Buffer<ffi::S32>& item, ffi::Buffer<ffi::S32>& other,
-                     ffi::Buffer<ffi::F32>* count, ffi::Buffer<ffi::S32>* pos, int64_t n_items, int64_t pad_other,
+// Rows (item (C, R) and (C, R, W) arrays: document rows other and count, word rows pos) as a
+// RowLayout; "" or what is wrong.  Word rows' padding entries have pos == pad_pos.
+std::string MakeRows(const char* name, ffi::Buffer<ffi::S32>& item, ffi::Buffer<ffi::S32>* other,
+                     ffi::Buffer<ffi::F32>* count, ffi::Buffer<ffi::S32>* pos, int64_t n_items, int64_t pad_pos,
                      RowLayout* out) {
-  auto id = item.dimensions(), od = other.dimensions();
+  auto id = item.dimensions();
+  auto od = other != nullptr ? other->dimensions() : pos->dimensions();
   if (id.size() != 2 || od.size() != 3 || od[0] != id[0] || od[1] != id[1])
-    return std::string(name) + " rows: item " + Dims(id) + " and ids " + Dims(od) + " must be (C, R) and (C, R, W)";
+    return std::string(name) + " rows: item " + Dims(id) + " and entries " + Dims(od) +
+           " must be (C, R) and (C, R, W)";
   auto same = [&](ffi::Span<const int64_t> d) { return d.size() == 3 && d[0] == od[0] && d[1] == od[1] && d[2] == od[2]; };
   if (count != nullptr) {
     if (!same(count->dimensions()))
@@ -56,9 +58,9 @@ std::string MakeRows(const char* name, ffi::Buffer<ffi::S32>& item, ffi::Buffer<
   out->n_rows = id[0] * id[1];
   out->width = od[2];
   out->n_items = n_items;
-  out->pad_other = pad_other;
+  out->pad_pos = pad_pos;
   out->item = item.typed_data();
-  out->other = other.typed_data();
+  out->other = other != nullptr ? other->typed_data() : nullptr;
   return "";
 }
 
@@ -93,7 +95,7 @@ PtmBadInput Locked(Fn&& f) {
 
 ffi::Error PtmEStep(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::S32> d_item,
                     ffi::Buffer<ffi::S32> d_word, ffi::Buffer<ffi::F32> d_count, ffi::Buffer<ffi::S32> w_item,
-                    ffi::Buffer<ffi::S32> w_doc, ffi::Buffer<ffi::S32> w_pos, ffi::ResultBuffer<ffi::F32> g,
+                    ffi::Buffer<ffi::S32> w_pos, ffi::ResultBuffer<ffi::F32> g,
                     ffi::ResultBuffer<ffi::F32> ll, ffi::ResultBuffer<ffi::F32> s1, ffi::ResultBuffer<ffi::F32> s2,
                     float tiny, float cap) {
   auto bd = B.dimensions(), ad = a.dimensions();
@@ -107,8 +109,9 @@ ffi::Error PtmEStep(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffe
   A.a = a.typed_data();
   A.tiny = tiny;
   A.cap = cap;
-  std::string err = MakeRows("document", d_item, d_word, &d_count, nullptr, A.D, -1, &A.docs);
-  if (err.empty()) err = MakeRows("word", w_item, w_doc, nullptr, &w_pos, A.N, A.D, &A.words);
+  std::string err = MakeRows("document", d_item, &d_word, &d_count, nullptr, A.D, -1, &A.docs);
+  const int64_t last_slot = A.docs.n_rows * A.docs.width - 1;  // word rows' padding points at it
+  if (err.empty()) err = MakeRows("word", w_item, nullptr, nullptr, &w_pos, A.N, last_slot, &A.words);
   if (!err.empty()) return Invalid(err);
   if (g->element_count() != size_t(A.N * A.P) || ll->element_count() != size_t(A.D) ||
       s1->element_count() != size_t(A.D * A.P) || s2->element_count() != size_t(A.D * A.P))
@@ -120,7 +123,7 @@ ffi::Error PtmEStep(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffe
   return Report(Locked([&](topicjax::ThreadPool& pool) { return topicjax::ptm::RunEStep(A, pool); }), "document");
 }
 
-ffi::Error PtmTrials(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::F32> vv,
+ffi::Error PtmTrials(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::PRED> vv,
                      ffi::Buffer<ffi::S32> cand, ffi::Buffer<ffi::F32> t_start, ffi::Buffer<ffi::S32> d_item,
                      ffi::Buffer<ffi::S32> d_word, ffi::Buffer<ffi::F32> d_count, ffi::ResultBuffer<ffi::F32> dl,
                      ffi::ResultBuffer<ffi::F32> t, ffi::ResultBuffer<ffi::S32> variant,
@@ -148,7 +151,7 @@ ffi::Error PtmTrials(ffi::Buffer<ffi::F32> B, ffi::Buffer<ffi::F32> a, ffi::Buff
   A.tiny = tiny;
   A.cap = cap;
   A.t_max = t_max;
-  std::string err = MakeRows("document", d_item, d_word, &d_count, nullptr, A.D, -1, &A.docs);
+  std::string err = MakeRows("document", d_item, &d_word, &d_count, nullptr, A.D, -1, &A.docs);
   if (!err.empty()) return Invalid(err);
   const size_t dk = size_t(A.D * A.K), dp = size_t(A.D * A.P);
   if (dl->element_count() != dk || t->element_count() != dk || variant->element_count() != dk ||
@@ -182,7 +185,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxPtmEStep, PtmEStep,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
@@ -194,7 +196,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxPtmTrials, PtmTrials,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::PRED>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()

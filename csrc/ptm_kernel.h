@@ -36,17 +36,18 @@ namespace topicjax {
 namespace ptm {
 
 // One of the two row layouts, flattened: row i belongs to item item[i] (an item is a document
-// or a word; padding rows carry n_items), its entries e are other[i * width + e] (a word or a
-// document id).  Document rows have count[...] (0: padding); word rows have pos[...] (the
-// entry's slot in the document rows, whose slot order is the flat order) and no counts: their
-// padding entries have other == pad_other (the number of documents).
+// or a word; padding rows carry n_items) and has entries e = i * width .. (i + 1) * width - 1.
+// Document rows have other[e] (the word) and count[e] (0: padding); word rows have only pos[e],
+// the entry's slot in the document rows (whose slot order is the flat order; the entry's
+// document is the item of that slot's row), padding entries pointing at pad_pos (the last
+// slot, a padding slot).
 struct RowLayout {
   int64_t n_rows = 0, width = 0, n_items = 0;
   const int32_t* item = nullptr;
-  const int32_t* other = nullptr;
-  const float* count = nullptr;  // nullptr for word rows
-  const int32_t* pos = nullptr;  // nullptr for document rows
-  int64_t pad_other = -1;        // the padding value of other where there are no counts
+  const int32_t* other = nullptr;  // nullptr for word rows
+  const float* count = nullptr;    // nullptr for word rows
+  const int32_t* pos = nullptr;    // nullptr for document rows
+  int64_t pad_pos = -1;            // the position of word rows' padding entries
 };
 
 // What went wrong (the first bad value seen), reported to Python as an error.
@@ -75,8 +76,8 @@ inline RangeSplit SplitItems(const RowLayout& rl, int64_t max_threads) {
       const float* c = rl.count + i * rl.width;
       for (int64_t e = 0; e < rl.width; ++e) live += c[e] != 0.0f;
     } else {
-      const int32_t* o = rl.other + i * rl.width;
-      for (int64_t e = 0; e < rl.width; ++e) live += o[e] != rl.pad_other;
+      const int32_t* p = rl.pos + i * rl.width;
+      for (int64_t e = 0; e < rl.width; ++e) live += p[e] != rl.pad_pos;
     }
     weight[i] = rl.item[i] < rl.n_items ? live : 0;
   }
@@ -118,10 +119,11 @@ struct alignas(64) DocScratch {
 };
 
 // Active topics of one document: the j with mask[j] != 0, increasing.
-inline int64_t ActiveTopics(const float* mask, int64_t P, int32_t* act) {
+template <typename T>
+inline int64_t ActiveTopics(const T* mask, int64_t P, int32_t* act) {
   int64_t m = 0;
   for (int64_t j = 0; j < P; ++j)
-    if (mask[j] != 0.0f) act[m++] = (int32_t)j;
+    if (mask[j] != T(0)) act[m++] = (int32_t)j;
   return m;
 }
 
@@ -131,6 +133,19 @@ inline float TokenP(const float* __restrict brow, const float* __restrict ad, co
   float p = 0.0f;
   for (int64_t k = 0; k < m; ++k) p += brow[act[k]] * ad[act[k]];
   return p < tiny ? tiny : p;  // max(p, tiny), keeping a NaN as jnp.maximum does
+}
+
+// A document's active topic and its proportion, kept together for the E-step's word pass.
+struct ActiveTopic {
+  int32_t j;
+  float a;
+};
+
+// TokenP over a document's compact active list (the same terms in the same order as TokenP).
+inline float TokenPActive(const float* __restrict brow, const ActiveTopic* act, int64_t m, float tiny) {
+  float p = 0.0f;
+  for (int64_t k = 0; k < m; ++k) p += brow[act[k].j] * act[k].a;
+  return p < tiny ? tiny : p;
 }
 
 inline void RowDerivs(const float* __restrict brow, float r, float rp, float* __restrict s1, float* __restrict s2,
@@ -163,6 +178,13 @@ struct EStepArgs {
   float* s2 = nullptr;  // (D, P)
 };
 
+// The word pass reads each entry's count and document through its slot in the document rows
+// and computes p (and r = n / p) again from the document's active topics, exactly as the
+// document pass computed it (the same TokenPActive on the same numbers), instead of keeping r
+// per non-zero: no buffer of the corpus's size (and no (D, P) table of active topics: they are
+// kept compressed, (topic, proportion) pairs, a few per document) is allocated beside XLA's.
+// It gathers a row's counts and documents first and their active lists next, so that those
+// scattered loads overlap instead of waiting for one another entry by entry.
 inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
   const int64_t P = A.P, W = A.docs.width;
   PtmBadInput bad = CheckRows(A.docs);
@@ -170,9 +192,15 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
   if ((bad = CheckRows(A.words)).kind) return bad;
   const int64_t n_pool = pool.size();
   const int64_t n_flat = A.docs.n_rows * W;
-  std::vector<float> r_flat(n_flat, 0.0f);  // r of every non-zero, by document slot
-  std::vector<int32_t> act(A.D * P);          // active topics of every document
-  std::vector<int32_t> n_act(A.D, 0);
+  // active topics (a_dj != 0) of document d: act[act_off[d] .. act_off[d + 1]), increasing
+  std::vector<int64_t> act_off(A.D + 1, 0);
+  for (int64_t d = 0; d < A.D; ++d) {
+    const float* ad = A.a + d * P;
+    int64_t m = 0;
+    for (int64_t j = 0; j < P; ++j) m += ad[j] != 0.0f;
+    act_off[d + 1] = act_off[d] + m;
+  }
+  std::vector<ActiveTopic> act(act_off[A.D]);
   std::vector<DocScratch> scratch(n_pool);
   std::vector<PtmBadInput> bads(n_pool);
 
@@ -185,9 +213,10 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
     std::fill(s.s2_row.begin(), s.s2_row.end(), 0.0f);
     ForItems(A.docs, sd, k, [&](int64_t d, int64_t r0, int64_t r1) {
       const float* ad = A.a + d * P;
-      int32_t* ac = act.data() + d * P;
-      const int64_t m = ActiveTopics(ad, P, ac);
-      n_act[d] = (int32_t)m;
+      ActiveTopic* ac = act.data() + act_off[d];
+      int64_t m = 0;
+      for (int64_t j = 0; j < P; ++j)
+        if (ad[j] != 0.0f) ac[m++] = ActiveTopic{(int32_t)j, ad[j]};
       std::fill(s.s1.begin(), s.s1.end(), 0.0);
       std::fill(s.s2.begin(), s.s2.end(), 0.0);
       double ll = 0.0;
@@ -201,11 +230,10 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
             return false;
           }
           const float* brow = A.B + w * P;
-          const float p = TokenP(brow, ad, ac, m, A.tiny);
+          const float p = TokenPActive(brow, ac, m, A.tiny);
           const float rr = n / p;
           const float rp = std::min(rr / p, A.cap);
           ll += double(n) * double(std::log(p));
-          r_flat[e] = rr;
           RowDerivs(brow, rr, rp, s.s1_row.data(), s.s2_row.data(), P);
         }
         AddRow(s.s1_row.data(), s.s1.data(), s.s1_row.data(), P);
@@ -224,27 +252,49 @@ inline PtmBadInput RunEStep(const EStepArgs& A, ThreadPool& pool) {
 
   const RangeSplit sw = SplitItems(A.words, n_pool);
   const int64_t WW = A.words.width;
+  // the document row of a slot, pos / W: a shift for the usual power-of-two widths
+  const int w_shift = W > 0 && (W & (W - 1)) == 0 ? __builtin_ctzll((unsigned long long)W) : -1;
   pool.run([&](int k) {
     if (k >= sw.nt) return;
     std::vector<double> acc(P);
+    std::vector<int64_t> docs(WW), offs(WW);  // a row's entries: document, start of its active list
+    std::vector<float> counts(WW);
     ForItems(A.words, sw, k, [&](int64_t w, int64_t r0, int64_t r1) {
       std::fill(acc.begin(), acc.end(), 0.0);
+      const float* brow = A.B + w * P;
       for (int64_t r = r0; r < r1; ++r) {
+        int64_t cnt = 0;
         for (int64_t e = r * WW; e < (r + 1) * WW; ++e) {
-          const int64_t d = A.words.other[e], pos = A.words.pos[e];
-          if (d == A.D) continue;  // padding
-          if (d < 0 || d >= A.D) {
-            bads[k] = PtmBadInput{2, e, d};
-            return false;
-          }
+          const int64_t pos = A.words.pos[e];
           if (pos < 0 || pos >= n_flat) {
             bads[k] = PtmBadInput{3, e, pos};
             return false;
           }
-          const float rr = r_flat[pos];
-          const float* ad = A.a + d * P;
-          const int32_t* ac = act.data() + d * P;
-          for (int64_t q = 0; q < n_act[d]; ++q) acc[ac[q]] += double(rr * ad[ac[q]]);
+          docs[cnt] = A.docs.item[w_shift >= 0 ? pos >> w_shift : pos / W];
+          counts[cnt] = A.docs.count[pos];
+          offs[cnt] = e;
+          cnt += 1;
+        }
+        int64_t live = 0;
+        for (int64_t i = 0; i < cnt; ++i) {
+          if (counts[i] == 0.0f) continue;  // padding
+          const int64_t d = docs[i];
+          if (d >= A.D) {  // a count in a padding row (items are checked to be in [0, D])
+            bads[k] = PtmBadInput{2, offs[i], d};
+            return false;
+          }
+          docs[live] = d;
+          counts[live] = counts[i];
+          offs[live] = act_off[d];
+          __builtin_prefetch(act.data() + offs[live]);
+          live += 1;
+        }
+        for (int64_t i = 0; i < live; ++i) {
+          const int64_t d = docs[i];
+          const ActiveTopic* ac = act.data() + offs[i];
+          const int64_t m = act_off[d + 1] - offs[i];
+          const float rr = counts[i] / TokenPActive(brow, ac, m, A.tiny);
+          for (int64_t q = 0; q < m; ++q) acc[ac[q].j] += double(rr * ac[q].a);
         }
       }
       float* gw = A.g + w * P;
@@ -262,7 +312,7 @@ struct TrialArgs {
   int64_t N = 0, D = 0, P = 0, K = 0, n_on = 0, newton_iters = 0;
   const float* B = nullptr;        // (N, P)
   const float* a = nullptr;        // (D, P), zero outside vv
-  const float* vv = nullptr;       // (D, P), 1 on the active topics
+  const bool* vv = nullptr;        // (D, P), true on the active topics
   const int32_t* cand = nullptr;   // (D, K): n_on topics to turn on, then K - n_on to turn off
   const float* t_start = nullptr;  // (D, K)
   const bool* ok = nullptr;        // (D, K): the allowed flips, the others skipped (nullptr: all)

@@ -81,6 +81,54 @@ def test_collapse_is_an_error_not_an_empty_model():
     assert e.value.reason == "collapse" and int(e.value.state.i) == 1
 
 
+class T(NamedTuple):
+    i: jax.Array  # the parameter
+    sq: jax.Array  # derived from it: i * i (what restore recomputes)
+
+
+def _t_step(s, args, static):
+    i = s.i + 1
+    return T(i, jnp.where(i == 3, jnp.nan, (i * i).astype(jnp.float32)))  # iteration 3 fails
+
+
+def _t_rollback(ok, new, old, static):
+    return new._replace(i=jnp.where(ok, new.i, old.i))  # the derived field is not kept
+
+
+def _t_restore(s, args, static):
+    return s._replace(sq=(s.i * s.i).astype(jnp.float32))
+
+
+ROLLBACK = driver.Algorithm(step=_t_step, objective=lambda s, args, static: s.sq,
+                            health=lambda s, static: (jnp.isfinite(s.sq), jnp.array(True)),
+                            rollback=_t_rollback, restore=_t_restore)
+
+
+@pytest.mark.parametrize("donate", [False, True])
+def test_rollback_keeps_part_of_the_state_and_restore_recomputes_the_rest(donate):
+    """An algorithm that rolls back only its parameters: the failing iteration's derived values
+    are recomputed by restore (outside the compiled loop) for the error's state, in run,
+    run_fixed and run_many."""
+    def s0():
+        return T(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
+
+    with pytest.raises(NumericalError, match="iteration 3 produced non-finite values") as e:
+        driver.run(ROLLBACK, None, s0(), (), max_iter=5, progress=False, donate=donate)
+    assert int(e.value.state.i) == 2 and float(e.value.state.sq) == 4.0
+    state, _, n, status = driver.run_fixed(ROLLBACK, None, s0(), (), max_iter=5)
+    assert int(n) == 2 and int(status) == driver.NONFINITE and (int(state.i), float(state.sq)) == (2, 4.0)
+    states = T(jnp.asarray([0, 3], jnp.int32), jnp.asarray([0.0, 9.0], jnp.float32))
+    out, _, n, status = driver.run_many(ROLLBACK, None, states, (), batched=(), max_iter=4, mode="sequential")
+    assert list(np.asarray(n)) == [2, 4] and list(np.asarray(status)) == [driver.NONFINITE, driver.RUNNING]
+    assert list(np.asarray(out.i)) == [2, 7] and list(np.asarray(out.sq)) == [4.0, 49.0]
+
+
+def test_rollback_and_restore_come_together():
+    s0 = T(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32))
+    with pytest.raises(ValueError, match="rollback and restore together"):
+        driver.run(ROLLBACK._replace(restore=None), None, s0, (), max_iter=2, progress=False)
+
+
 def test_host_hooks_and_blocks():
     seen, scored = [], []
     s0 = S(jnp.zeros(()), jnp.zeros((), jnp.int32))

@@ -146,6 +146,35 @@ def test_init_and_step_are_vmappable():
         assert a.shape == b.shape and a.dtype == b.dtype
 
 
+def test_nonfinite_step_is_reported_with_the_last_good_state():
+    """A GEM step that goes non-finite ends the fit with NumericalError; the driver kept only the
+    parameters and switches through the step (PTM's rollback), and the error's state has the
+    E-step statistics of those recomputed: the state after the last good iteration."""
+    from topicjax.core import driver
+
+    corpus, _ = planted_corpus(5)
+    data = layout.ptm_data(corpus)
+    cfg = gem.GEMConfig()
+    algo = ptm.algorithm(cfg.kind, N)
+    init = lambda: gem.init_state(jax.random.key(1), data, M, n_init_docs=2)  # noqa: E731
+    good, _ = driver.run(algo, (cfg, N), init(), (data,), max_iter=2, progress=False)
+
+    def poisoned(state, args, static):
+        new = ptm._algo_step(state, args, static)
+        return new._replace(alpha=jnp.where(state.iteration >= 2, jnp.nan, new.alpha))
+
+    with pytest.raises(tj.core.NumericalError, match="PTM: iteration 3 produced non-finite values") as e:
+        driver.run(algo._replace(step=poisoned), (cfg, N), init(), (data,), max_iter=4, progress=False,
+                   desc="PTM", donate=True)
+    assert e.value.iteration == 3 and e.value.reason == "nonfinite"
+    bad = e.value.state
+    for name in ("beta", "u", "alpha", "v", "topic_mask", "iteration", "n_u_flips", "n_v_flips"):
+        np.testing.assert_array_equal(np.asarray(getattr(bad, name)), np.asarray(getattr(good, name)), err_msg=name)
+    for name in ("x", "loglik_doc", "s1", "s2"):  # recomputed by another compiled E-step
+        np.testing.assert_allclose(np.asarray(getattr(bad, name)), np.asarray(getattr(good, name)), rtol=1e-5,
+                                   atol=1e-6, err_msg=name)
+
+
 # ----------------------------------------------------------------------------- estimator
 @pytest.fixture(scope="module")
 def bars():

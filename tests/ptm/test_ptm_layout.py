@@ -31,7 +31,7 @@ def test_rows_hold_every_entry_once_and_positions_point_at_it(widths, monkeypatc
     d_item = np.asarray(docs.item).reshape(-1)
     d_other = np.asarray(docs.other).reshape(-1, doc_width)
     d_count = np.asarray(docs.count).reshape(-1, doc_width)
-    assert docs.pos is None and wrows.count is None
+    assert docs.pos is None and wrows.count is None and wrows.other is None
     # document rows: each document's entries, in order, in consecutive slots of its rows
     seen = np.zeros((D, N))
     for r, d in enumerate(d_item):
@@ -45,22 +45,24 @@ def test_rows_hold_every_entry_once_and_positions_point_at_it(widths, monkeypatc
     flat_doc = np.repeat(d_item, doc_width)
     flat_word = d_other.reshape(-1)
     assert flat_count[-1] == 0, "the last slot is padding (word rows' padding points at it)"
-    # word rows: each (document, position) names an entry of that word, every entry exactly once
+    # word rows: each position names an entry of that word (its document: the slot's row's), every
+    # entry exactly once; padding entries point at the last slot
     w_item = np.asarray(wrows.item).reshape(-1)
-    w_other = np.asarray(wrows.other).reshape(-1, word_width)
     w_pos = np.asarray(wrows.pos).reshape(-1, word_width)
+    slot_doc = np.asarray(layout.slot_docs(docs, np.asarray(wrows.pos))).reshape(-1, word_width)
     hits = np.zeros(flat_count.size, int)
     for r, w in enumerate(w_item):
         for e in range(word_width):
-            d, p = w_other[r, e], w_pos[r, e]
-            if d == D:
-                assert p == flat_count.size - 1
+            p = w_pos[r, e]
+            if flat_count[p] == 0:
+                assert p == flat_count.size - 1 and slot_doc[r, e] == D
                 continue
-            assert w < N and flat_word[p] == w and flat_doc[p] == d and flat_count[p] == dense[d, w]
+            d = flat_doc[p]
+            assert w < N and flat_word[p] == w and slot_doc[r, e] == d < D and flat_count[p] == dense[d, w]
             hits[p] += 1
     np.testing.assert_array_equal(hits, (flat_count > 0).astype(int))
     assert np.all(np.diff(w_item) >= 0) and w_item[-1] == N
     # a word's entries are in corpus (document) order
     for w in range(N):
-        ds = [w_other[r, e] for r in np.flatnonzero(w_item == w) for e in range(word_width) if w_other[r, e] < D]
+        ds = [slot_doc[r, e] for r in np.flatnonzero(w_item == w) for e in range(word_width) if slot_doc[r, e] < D]
         assert ds == sorted(ds) and ds == list(np.flatnonzero(dense[:, w]))

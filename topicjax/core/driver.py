@@ -10,7 +10,16 @@ coefficients: traced) and a hashable ``static`` configuration:
   a double-float with exact differences);
 * ``record(S, args, static) -> dict``: per-iteration history fields computed on the device;
 * ``health(S, static) -> (finite, present)``: False ``finite`` stops with non-finite values,
-  False ``present`` with a collapse (every topic or every document removed).
+  False ``present`` with a collapse (every topic or every document removed);
+* ``rollback(ok, new, old, static) -> S`` and ``restore(S, args, static) -> S`` (optional, both or
+  neither): how a failing iteration is undone.  By default every array of the old state is kept
+  until the new one has passed its health check (``where(ok, new, old)``), so a step holds two
+  whole states at once.  An algorithm whose state holds values derived from others (PTM's E-step
+  statistics, computed from its parameters) keeps only what it needs: ``rollback`` returns
+  ``new`` where ``ok`` and otherwise a state whose kept arrays are the old ones (the others may
+  be anything, e.g. ``new``'s), and ``restore`` recomputes the rest from those; the old derived
+  arrays then die inside the step, and ``restore`` runs only after a failing iteration, outside
+  the compiled loop.
 
 :func:`run` runs the algorithm to its stopping rule -- ``max_iter`` iterations, or
 ``|Δm| <= tol · max(|m|, 1e-30)`` between two iterations (maximised by default, minimised with
@@ -71,6 +80,8 @@ class Algorithm(NamedTuple):
     converged: Callable | None = None
     value: Callable | None = None
     minimize: bool = False
+    rollback: Callable | None = None
+    restore: Callable | None = None
 
 
 def _value(algo: Algorithm, m):
@@ -110,7 +121,10 @@ def _block_impl(algo: Algorithm, static, size: int, state, args, prev, has_prev,
             rec = algo.record(new, args, static)
             bufs = jax.tree.map(lambda b, r: b.at[i].set(r), bufs, rec)
         obj_buf = obj_buf.at[i].set(v)
-        s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s)
+        if algo.rollback is not None:
+            s = algo.rollback(ok, new, s, static)
+        else:
+            s = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s)
         prev = jax.tree.map(lambda a, b: jnp.where(ok, a, b), m, prev)
         status = jnp.where(~finite, NONFINITE, jnp.where(~present, COLLAPSE, jnp.where(conv, CONVERGED, RUNNING)))
         return s, i + ok.astype(jnp.int32), prev, has_prev | ok, status.astype(jnp.int32), bufs, obj_buf
@@ -131,6 +145,18 @@ def _initial_measure(algo, static, state, args):
 
 
 _initial = jax.jit(_initial_measure, static_argnames=("algo", "static"))
+
+
+def _restore_impl(algo, static, state, args):
+    return algo.restore(state, args, static)
+
+
+_restore = jax.jit(_restore_impl, static_argnames=("algo", "static"))
+
+
+def _check_rollback(algo: Algorithm):
+    if (algo.rollback is None) != (algo.restore is None):
+        raise ValueError("an Algorithm gives rollback and restore together, or neither")
 
 
 def _to_python(x):
@@ -164,6 +190,7 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     """
     from tqdm.auto import tqdm
 
+    _check_rollback(algo)
     max_iter = int(max_iter)
     block_fn = _block_donating if donate else _block
     # one block size whatever max_iter is (the iterations of a block are a traced count), so a
@@ -206,6 +233,8 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
                 bar.set_postfix(**(postfix(history) if postfix is not None
                                    else {"objective": f"{history[-1]['objective']:.6g}"}))
             if status in (NONFINITE, COLLAPSE):
+                if algo.restore is not None:  # the rolled-back state: its derived arrays recomputed
+                    state = _restore(algo, static, state, args)
                 reason = "nonfinite" if status == NONFINITE else "collapse"
                 what = ("non-finite values" if reason == "nonfinite"
                         else "a collapse (every topic or every document would be removed)")
@@ -314,8 +343,14 @@ def _fixed_impl(algo, static, max_iter, state, args, tol):
 
 def run_fixed(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0):
     """One whole fit compiled: ``(state, records (max_iter rows), n_iter, status)``, the pure
-    function that :func:`run_many` maps over models (and that ``jax.grad`` can differentiate)."""
-    return _fixed_jit(algo, static, int(max_iter), state, args, tol)
+    function that :func:`run_many` maps over models (and that ``jax.grad`` can differentiate).
+    After a failing iteration an algorithm with ``restore`` has its state restored by a second
+    call (outside the compiled fit)."""
+    _check_rollback(algo)
+    state, recs, n, status = _fixed_jit(algo, static, int(max_iter), state, args, tol)
+    if algo.restore is not None and int(status) >= NONFINITE:
+        state = _restore(algo, static, state, args)
+    return state, recs, n, status
 
 
 _fixed_jit = jax.jit(_fixed_impl, static_argnames=("algo", "static", "max_iter"))
@@ -369,6 +404,7 @@ def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, ma
     side by side under ``"vmap"`` (default all); ``workers``: threads under ``"threads"``
     (default: the number of CPU cores).
     """
+    _check_rollback(algo)
     mode = mode or default_mode()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -392,7 +428,7 @@ def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, ma
 
         with ThreadPoolExecutor(workers) as pool:
             parts = list(pool.map(chunk, range(workers)))
-        return jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+        return _restore_failed(algo, static, jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts), args, batched)
     n_dev = 1
     if mode == "devices":
         n_dev = len(jax.local_devices())
@@ -408,5 +444,18 @@ def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, ma
     if mode == "sequential":
         bs = 1
     out = _many_jit(algo, static, max_iter, mode, bs, batched, n_dev, states, args, tol)
-    return jax.tree.map(lambda a: a[:G], out)
+    return _restore_failed(algo, static, jax.tree.map(lambda a: a[:G], out), args, batched)
+
+
+def _restore_failed(algo, static, out, args, batched):
+    """``run_many``'s result with the states of the models whose fit failed restored (only for an
+    algorithm with ``restore``; one model at a time, outside the compiled batch)."""
+    states, recs, n_iter, status = out
+    if algo.restore is None:
+        return out
+    for g in np.flatnonzero(np.asarray(status) >= NONFINITE):
+        args_g = tuple(jax.tree.map(lambda a: a[g], a) if b else a for a, b in zip(args, batched))
+        good = _restore(algo, static, jax.tree.map(lambda a: a[g], states), args_g)
+        states = jax.tree.map(lambda a, x: a.at[g].set(x), states, good)
+    return states, recs, n_iter, status
 

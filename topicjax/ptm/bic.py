@@ -522,33 +522,54 @@ def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096)
 
 
 # ----------------------------------------------------------------------------- v flips
-def v_flip_costs(v, doc_length, lbar, n_docs_topic, Nj, topic_mask, n_c0, kind: str):
+def v_flip_costs(v, doc_length, lbar, n_docs_topic, Nj, topic_mask, n_c0, kind: str, *, n_active=None,
+                 topics=None):
     """Single-flip structure-cost changes of every topic switch, ``(D, P)`` (2014 eq. 30).
 
     ``log C(M, M_d +- 1) / C(M, M_d) +- 1/2 log(L_d / 2 pi) + 1/2 N_j log((Lbar_j +- L_d) / Lbar_j)``
     and, for 2020, ``+ n_c0 / 2 log((sum Lbar +- L_d) / sum Lbar)`` with ``n_c0`` the number of
     words that pay for a shared parameter (all-off and mixed words).  Also returns the masks of
     allowed flips: on (``v = 0``, real topic) and off (``v = 1``, ``M_d >= 2``, topic used by at
-    least two documents).
+    least two documents).  ``n_active``: ``M_d`` ``(D,)`` when the caller has it; ``topics``
+    ``(D, K)``: the same three at those topics of every document only (the same values as the
+    full tables' entries there).
     """
     tm = topic_mask
     M = jnp.sum(tm).astype(jnp.float32)
     vv = v & tm[None, :]
-    Md = jnp.sum(vv, axis=1, dtype=jnp.int32).astype(jnp.float32)[:, None]
+    if n_active is None:
+        n_active = jnp.sum(vv, axis=1, dtype=jnp.int32)
+    Md = n_active.astype(jnp.float32)[:, None]
+    if topics is None:
+        col = lambda a: a[None, :]  # noqa: E731
+        tmj = tm[None, :]
+    else:
+        vv = jnp.take_along_axis(vv, topics, 1)
+        col = lambda a: a[topics]  # noqa: E731
+        tmj = tm[topics]
     L = doc_length.astype(jnp.float32)[:, None]
     s = jnp.where(vv, -1.0, 1.0).astype(jnp.float32)
-    lb = jnp.maximum(lbar, 1).astype(jnp.float32)[None, :]
+    lb = col(jnp.maximum(lbar, 1).astype(jnp.float32))
     cost = (
         _log_binom_ratio(M, Md, s)
         + 0.5 * s * (jnp.log(L) - LOG_2PI)
-        + 0.5 * Nj.astype(jnp.float32)[None, :] * jnp.log1p(jnp.maximum(s * L / lb, -1.0 + 1e-7))
+        + 0.5 * col(Nj.astype(jnp.float32)) * jnp.log1p(jnp.maximum(s * L / lb, -1.0 + 1e-7))
     )
     if kind == "2020":
         lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
         cost = cost + 0.5 * n_c0 * jnp.log1p(s * L / lsum)
-    allow_on = ~vv & tm[None, :]
-    allow_off = vv & (Md >= 2) & (n_docs_topic[None, :] >= 2)
+    allow_on = ~vv & tmj
+    allow_off = vv & (Md >= 2) & (col(n_docs_topic) >= 2)
     return cost, allow_on, allow_off
+
+
+def _newton_start(S1, S2, L, t_max):
+    """One Newton step from ``t = 0`` of a topic's weight (``g0 / h0``, clipped) and its
+    derivatives ``g0``, ``h0`` (elementwise: the same at every entry of any selection)."""
+    g0 = S1 - L  # sum n (rho - 1)
+    h0 = jnp.maximum(S2 - 2.0 * S1 + L, 1e-30)  # sum n (rho - 1)^2
+    t1 = jnp.where(g0 > 0, jnp.clip(g0 / h0, 0.0, t_max), 0.0)
+    return jnp.where(jnp.isfinite(t1), t1, 0.5 * t_max), g0, h0
 
 
 def v_candidates(S1, S2, doc_length, cost, allow_on, allow_off, alpha, *, n_on: int, n_off: int,
@@ -559,13 +580,10 @@ def v_candidates(S1, S2, doc_length, cost, allow_on, allow_off, alpha, *, n_on: 
     first two derivatives at ``t = 0`` of the likelihood along ``alpha -> e_j``; inactive topics
     are ranked by the gain of one Newton step minus the cost of the flip, active ones by smallest
     proportion.  With ``n_on = n_off = P`` every switch is tried.  Also returns the Newton start
-    ``t1`` of every candidate.
+    ``t1`` of every candidate (computed at the candidates only: no ``(D, P)`` table of it).
     """
     L = doc_length.astype(jnp.float32)[:, None]
-    g0 = S1 - L  # sum n (rho - 1)
-    h0 = jnp.maximum(S2 - 2.0 * S1 + L, 1e-30)  # sum n (rho - 1)^2
-    t1 = jnp.where(g0 > 0, jnp.clip(g0 / h0, 0.0, t_max), 0.0)
-    t1 = jnp.where(jnp.isfinite(t1), t1, 0.5 * t_max)
+    t1, g0, h0 = _newton_start(S1, S2, L, t_max)
     # a token with (clamped) zero probability makes rho huge: such a flip gains a lot, rank it first
     est = jnp.nan_to_num(g0 * t1 - 0.5 * h0 * t1 * t1, nan=jnp.inf, posinf=jnp.inf)
     _, c_on = lax.top_k(-jnp.where(allow_on, cost - est, jnp.inf), n_on)
@@ -573,7 +591,8 @@ def v_candidates(S1, S2, doc_length, cost, allow_on, allow_off, alpha, *, n_on: 
     cand = jnp.concatenate([c_on, c_off], axis=1)
     sign = jnp.concatenate([jnp.ones_like(c_on), -jnp.ones_like(c_off)], axis=1)
     ok = jnp.concatenate([jnp.take_along_axis(allow_on, c_on, 1), jnp.take_along_axis(allow_off, c_off, 1)], axis=1)
-    t_start = jnp.where(sign > 0, jnp.take_along_axis(t1, cand, 1), 0.0)
+    at = lambda a: jnp.take_along_axis(a, cand, 1)  # noqa: E731
+    t_start = jnp.where(sign > 0, _newton_start(at(S1), at(S2), L, t_max)[0], 0.0)
     return cand, sign, ok, t_start
 
 
@@ -668,23 +687,29 @@ def v_trial_deltas(rho_c, rsum, n, row_doc, alpha, v, cand, sign, t_start, *, n_
     return dl, t, jnp.concatenate([jnp.zeros_like(t0, jnp.int32), variant], axis=1)
 
 
-def v_best(cand, sign, ok, dl, t, variant, cost, alpha, v):
+def v_best(cand, sign, ok, dl, t, variant, cost, alpha, v, *, n_active=None, cost_at_cand=False):
     """Score every candidate (``cost - dL``; ``+inf`` when not allowed) and pick each document's
     best flip.  Returns ``(dbic (D, K), best_dbic (D,), best_topic, best_sign, best_alpha (D, P))``
-    where ``best_alpha`` are the trial proportions of the best flip (see :func:`v_trial_deltas`)."""
+    where ``best_alpha`` are the trial proportions of the best flip (see :func:`v_trial_deltas`).
+    ``cost``: :func:`v_flip_costs` ``(D, P)``, or at the candidates ``(D, K)`` with
+    ``cost_at_cand=True``; ``n_active``: ``M_d`` ``(D,)`` when the caller has it.  The
+    per-document numbers are taken by gathers, so that ``best_alpha`` is one elementwise pass
+    over the ``(D, P)`` tables (a row sum would have XLA write its operands out in full)."""
     P = alpha.shape[1]
-    c = jnp.take_along_axis(cost, cand, 1)
+    c = cost if cost_at_cand else jnp.take_along_axis(cost, cand, 1)
     dbic = jnp.where(ok & jnp.isfinite(dl), c - dl, jnp.inf)
     kb = jnp.argmin(dbic, axis=1)
     take = lambda arr: jnp.take_along_axis(arr, kb[:, None], axis=1)[:, 0]
     bj, bs, bt, bv, bd = take(cand), take(sign), take(t), take(variant), take(dbic)
     a = jnp.where(v, alpha, 0.0)
+    if n_active is None:
+        n_active = jnp.sum(v, axis=1, dtype=jnp.int32)
     vf = v.astype(jnp.float32)
-    e = jax.nn.one_hot(bj, P, dtype=a.dtype)
+    e = (jnp.arange(P)[None, :] == bj[:, None]).astype(a.dtype)
     a_on = (1.0 - bt)[:, None] * a + bt[:, None] * e
-    aj = jnp.sum(a * e, axis=1)
+    aj = jnp.take_along_axis(a, bj[:, None], axis=1)[:, 0]
     a_ren = a * (1.0 - e) / jnp.maximum(1.0 - aj, TINY)[:, None]
-    a_uni = vf * (1.0 - e) / jnp.maximum(jnp.sum(vf, axis=1) - 1.0, 1.0)[:, None]
+    a_uni = vf * (1.0 - e) / jnp.maximum(n_active.astype(jnp.float32) - 1.0, 1.0)[:, None]
     a_new = jnp.where((bs > 0)[:, None], a_on, jnp.where((bv == 1)[:, None], a_uni, a_ren))
     return dbic, bd, bj, bs, a_new
 

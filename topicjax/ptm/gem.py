@@ -112,9 +112,61 @@ def m_step_alpha_beta(state: PTMState, beta0):
     return alpha, beta
 
 
+#: documents per step of :func:`switch_counts` and :func:`by_row_blocks`
+COUNT_ROWS = 8192
+
+
+def switch_counts(vv, doc_length):
+    """``(lbar (P,), n_docs (P,), n_active (D,))`` of the switches ``vv`` ``(D, P)`` (bool, already
+    masked to the real topics): each topic's document mass ``sum_d L_d vv_dj``, its number of
+    documents, and each document's number of topics, in int32 (the default int64 under
+    JAX_ENABLE_X64 would convert the tables).  Summed over blocks of :data:`COUNT_ROWS` documents:
+    XLA on CPU writes the whole operand of a long reduction out before it reduces it, a ``(D, P)``
+    int32 table (120 MB at NYTimes size) per sum."""
+    D, P = vv.shape
+    c = max(1, min(COUNT_ROWS, D))
+    i32 = jnp.int32
+
+    def body(i, carry):
+        lbar, n_docs, n_active = carry
+        start = jnp.minimum(i * c, D - c)  # the last block may overlap the one before it ...
+        blk = lax.dynamic_slice_in_dim(vv, start, c, 0)
+        length = lax.dynamic_slice_in_dim(doc_length, start, c, 0).astype(i32)
+        use = blk & ((start + jnp.arange(c)) >= i * c)[:, None]  # ... whose rows count once
+        lbar = lbar + jnp.sum(jnp.where(use, length[:, None], 0), axis=0, dtype=i32)
+        n_docs = n_docs + jnp.sum(use, axis=0, dtype=i32)
+        n_active = lax.dynamic_update_slice_in_dim(n_active, jnp.sum(blk, axis=1, dtype=i32), start, 0)
+        return lbar, n_docs, n_active
+
+    zero = jnp.zeros((P,), i32)
+    return lax.fori_loop(0, -(-D // c), body, (zero, zero, jnp.zeros((D,), i32)))
+
+
+def by_row_blocks(fn, n_rows: int):
+    """``fn(rows)`` for blocks of :data:`COUNT_ROWS` rows, concatenated: ``rows(x)`` is the block's
+    rows of an ``(n_rows, ...)`` array, and ``fn`` returns a tuple of ``(block, ...)`` arrays
+    computed from each row alone (the last block may overlap the one before it and recompute
+    some rows, to the same values).  For row-wise work whose temporaries are ``(n_rows, P)``
+    tables (the candidates of the topic-switch trials: a cost, two masks and two operands of
+    ``top_k``, 120 MB each at NYTimes size): they then exist for one block at a time."""
+    c = max(1, min(COUNT_ROWS, n_rows))
+
+    def block(start):
+        return fn(lambda x: lax.dynamic_slice_in_dim(x, start, c, 0))
+
+    shapes = jax.eval_shape(block, 0)
+
+    def body(i, out):
+        start = jnp.minimum(i * c, n_rows - c)
+        return tuple(lax.dynamic_update_slice_in_dim(o, r, start, 0) for o, r in zip(out, block(start)))
+
+    init = tuple(jnp.zeros((n_rows,) + x.shape[1:], x.dtype) for x in shapes)
+    return lax.fori_loop(0, -(-n_rows // c), body, init)
+
+
 def doc_mass(v, doc_length, topic_mask):
-    # int32 sums: the default (int64 under JAX_ENABLE_X64) would convert the D x P tables
-    return jnp.sum(jnp.where(v & topic_mask[None, :], doc_length[:, None], 0), axis=0, dtype=jnp.int32)
+    """``sum_d L_d`` over the documents of every topic, ``(P,)`` int32 (:func:`switch_counts`)."""
+    return switch_counts(v & topic_mask[None, :], doc_length)[0]
 
 
 def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
@@ -135,7 +187,8 @@ def trial_deltas_xla(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newto
         bw = B[w]
         p = jnp.where(n > 0, jnp.maximum(jnp.einsum("rwp,rp->rw", bw, ad), TINY), 1.0)
         r = n / p
-        return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None], jnp.einsum("rwp,rp->rw", bw, vd) / p,
+        return (jnp.take_along_axis(bw, cd[:, None, :], axis=2) / p[..., None],
+                jnp.einsum("rwp,rp->rw", bw, vd.astype(bw.dtype)) / p,
                 jnp.einsum("rwp,rw->rp", bw, r), jnp.einsum("rwp,rw->rp", bw * bw, jnp.minimum(r / p, RATIO_CAP)))
 
     rho_c, rsum, s1, s2 = row_sums(data.docs, fn, (a, cand, vv), D, keep=(0, 1))
@@ -146,29 +199,38 @@ def trial_deltas_xla(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newto
     return dl, t, variant, s1, s2
 
 
-def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2):
+def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2, *, masked=False):
     """Candidate topic-switch flips of every document with their exact BIC changes.
 
     ``S1``, ``S2`` (``(D, P)``, from the E-step or the previous round, possibly stale) only rank
-    the candidates; the trial changes are exact at the current parameters.
+    the candidates; the trial changes are exact at the current parameters.  ``masked=True``:
+    ``alpha`` is already 0 outside ``v & tm`` (used as it is: a ``(D, P)`` table less).
     """
     P = v.shape[1]
     B = effective_topics(u, beta, data.beta0, tm)
-    lbar = doc_mass(v, data.doc_length, tm)
     vv = v & tm[None, :]
-    a = jnp.where(vv, alpha, 0.0)
-    ndocs_topic = jnp.sum(vv, axis=0, dtype=jnp.int32)
+    lbar, ndocs_topic, n_active = switch_counts(vv, data.doc_length)
+    a = alpha if masked else jnp.where(vv, alpha, 0.0)
     uu = u & tm[:, None]
     Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
     n_c0 = jnp.sum(jnp.sum(uu, axis=0, dtype=jnp.int32) < jnp.sum(tm)).astype(jnp.float32)
-    cost, allow_on, allow_off = pb.v_flip_costs(vv, data.doc_length, lbar, ndocs_topic, Nj, tm, n_c0, kind)
     kon, koff = min(n_on, P), min(n_off, P)
-    cand, sign, ok, t_start = pb.v_candidates(S1, S2, data.doc_length, cost, allow_on, allow_off, a, n_on=kon, n_off=koff)
+
+    def candidates(rows):  # every document's candidates depend on its own rows only
+        vb, L, md = rows(vv), rows(data.doc_length), rows(n_active)
+        cost, allow_on, allow_off = pb.v_flip_costs(vb, L, lbar, ndocs_topic, Nj, tm, n_c0, kind, n_active=md)
+        return pb.v_candidates(rows(S1), rows(S2), L, cost, allow_on, allow_off, rows(a), n_on=kon, n_off=koff)
+
+    cand, sign, ok, t_start = by_row_blocks(candidates, vv.shape[0])
 
     xla = partial(trial_deltas_xla, n_on=kon, newton_iters=newton_iters)
-    dl, t, variant, s1, s2 = ptm_kernels.trial_deltas(data, B, a, vv.astype(jnp.float32), cand, t_start, n_on=kon,
+    dl, t, variant, s1, s2 = ptm_kernels.trial_deltas(data, B, a, vv, cand, t_start, n_on=kon,
                                                       newton_iters=newton_iters, tiny=TINY, cap=RATIO_CAP, xla=xla)
-    dbic, best_dbic, best_topic, best_sign, best_alpha = pb.v_best(cand, sign, ok, dl, t, variant, cost, alpha, vv)
+    # the costs again at the candidates only: the (D, P) table is not kept through the trials
+    cost_c = pb.v_flip_costs(vv, data.doc_length, lbar, ndocs_topic, Nj, tm, n_c0, kind, n_active=n_active,
+                             topics=cand)[0]
+    dbic, best_dbic, best_topic, best_sign, best_alpha = pb.v_best(cand, sign, ok, dl, t, variant, cost_c, a, vv,
+                                                                  n_active=n_active, cost_at_cand=True)
     return dict(cand=cand, sign=sign, dbic=dbic, t=t, variant=variant, best_dbic=best_dbic, best_topic=best_topic,
                 best_sign=best_sign, best_alpha=best_alpha, lbar=lbar, ndocs_topic=ndocs_topic, Nj=Nj, n_c0=n_c0,
                 vv=vv, a=a, S1=s1, S2=s2)
@@ -179,7 +241,7 @@ def _v_round(data: PTMData, kind, n_on, n_off, newton_iters, doc_candidates, u, 
     (:func:`topicjax.ptm.bic.select_v_flips`).  Returns the new switches and proportions, the
     number of flips, their combined BIC change, and fresh ranking derivatives ``S1``, ``S2``."""
     P = v.shape[1]
-    r = _v_trials(data, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2)
+    r = _v_trials(data, kind, n_on, n_off, newton_iters, u, beta, alpha, v, tm, S1, S2, masked=True)
     accept, k, change = pb.select_v_flips(r["best_dbic"], r["best_topic"], r["best_sign"], data.doc_length, r["lbar"],
                                           r["ndocs_topic"], r["Nj"], tm, r["n_c0"], kind, doc_candidates)
     flip = accept[:, None] & (jnp.arange(P)[None, :] == r["best_topic"][:, None])
@@ -248,7 +310,9 @@ def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
                                       u, beta, a, v, tm, S1, S2)
         return v, a, i + 1, k, tot + k, S1, S2
 
-    init = (state.v & tm[None, :], alpha, z, z, z, state.s1, state.s2)
+    vv = state.v & tm[None, :]
+    # the rounds take the proportions as 0 outside the active switches (_v_trials(masked=True))
+    init = (vv, jnp.where(vv, alpha, 0.0), z, z, z, state.s1, state.s2)
     v, alpha, _, _, n_v, _, _ = lax.while_loop(v_cond, v_body, init)
     alpha = jnp.where(v & tm[None, :], alpha, 0.0)
     x, ll, s1, s2 = e_step(data, u, beta, alpha, v, tm, masked=True)

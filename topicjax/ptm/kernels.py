@@ -7,7 +7,8 @@ Three pieces of a GEM step (2014 sec. 6) run in C++ on CPU:
   per-document log-likelihood (5), the ranking derivatives ``s1 = Σ_w n_dw b_jw / p_dw`` and
   ``s2 = Σ_w min(n_dw / p_dw², RATIO_CAP) b_jw²`` (``n_dw (b_jw / p_dw)²``, capped), and ``g_wj = Σ_d (n_dw / p_dw) a_dj``
   (``x_jw = b_jw g_wj`` is (9)).  One pass over each document's non-zeros, then one over each
-  word's; ``p`` and ``g`` are sums over a document's active topics only (``M_d`` of them).
+  word's, which computes each entry's ``p`` again (the same float operations) rather than
+  keeping it; ``p`` and ``g`` are sums over a document's active topics only (``M_d`` of them).
 * :func:`trial_deltas` -- the exact likelihood changes (31) of every document's candidate
   topic-switch flips (the arithmetic of :func:`topicjax.ptm.bic.v_trial_deltas`: EM steps and
   bracketed Newton steps for the weight of a topic turned on; renormalised or uniform
@@ -79,8 +80,8 @@ def estep_sums(data: PTMData, B, a, *, tiny: float, cap: float, xla):
               jax.ShapeDtypeStruct((D, P), f32)]
     call = jax.ffi.ffi_call("topicjax_ptm_estep", shapes, vmap_method="sequential")
     d, w = data.docs, data.words
-    out = call(_f32(B), _f32(a), _i32(d.item), _i32(d.other), _f32(d.count), _i32(w.item), _i32(w.other),
-               _i32(w.pos), tiny=np.float32(tiny), cap=np.float32(cap))
+    out = call(_f32(B), _f32(a), _i32(d.item), _i32(d.other), _f32(d.count), _i32(w.item), _i32(w.pos),
+               tiny=np.float32(tiny), cap=np.float32(cap))
     return tuple(out)
 
 
@@ -88,7 +89,7 @@ def trial_deltas(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newton_it
                  xla):
     """Exact likelihood changes of the candidate topic-switch flips of every document and the
     ranking derivatives at ``a``: ``(dl (D, K), t (D, K), variant (D, K) int32, s1 (D, P), s2 (D,
-    P))``.  ``vv`` ``(D, P)`` float marks the active topics, ``cand`` ``(D, K)`` the candidates
+    P))``.  ``vv`` ``(D, P)`` (bool, or nonzero numbers) marks the active topics, ``cand`` ``(D, K)`` the candidates
     (the first ``n_on`` turn a topic on, the others turn one off), ``t_start`` ``(D, K)`` the
     Newton starts; ``xla(data, B, a, vv, cand, t_start)`` is the pure-JAX version."""
     if not core_kernels.use_ffi(B.dtype, a.dtype) or B.dtype != jnp.float32:
@@ -101,7 +102,8 @@ def trial_deltas(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newton_it
               jax.ShapeDtypeStruct((D, P), f32)]
     call = jax.ffi.ffi_call("topicjax_ptm_trials", shapes, vmap_method="sequential")
     d = data.docs
-    out = call(_f32(B), _f32(a), _f32(vv), _i32(cand), _f32(t_start), _i32(d.item), _i32(d.other), _f32(d.count),
+    vv = vv if vv.dtype == jnp.bool_ else vv != 0  # the kernel reads a bool per switch, not a float
+    out = call(_f32(B), _f32(a), vv, _i32(cand), _f32(t_start), _i32(d.item), _i32(d.other), _f32(d.count),
                n_on=np.int64(n_on), newton_iters=np.int64(newton_iters), tiny=np.float32(tiny), cap=np.float32(cap),
                t_max=np.float32(T_MAX))
     return tuple(out)

@@ -5,10 +5,11 @@ M)`` rows, which XLA executes serially on CPU -- and every pass has one shape (o
 
 The document rows' slots are the "flat" order of the non-zeros: a per-entry value computed in a
 pass over document rows (the E-step's ``n_dw / p_dw``) is read by the word rows through their
-``pos``, the slot of the same entry in the document rows.  Each entry is held in 16 bytes: word
-id and count in the document rows, document id and position in the word rows (the layout of
-earlier versions also kept a flat copy of the counts, the document rows' positions and the word
-rows' counts: 28 bytes)."""
+``pos``, the slot of the same entry in the document rows.  Each entry is held in 12 bytes: word
+id and count in the document rows, position in the word rows; an entry's document is that of its
+slot's document row, ``docs.item[pos // W]`` (earlier layouts also kept the word rows' document
+ids, 16 bytes, and before that a flat copy of the counts, the document rows' positions and the
+word rows' counts: 28 bytes)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from jax import lax
 from topicjax.data.corpus import Corpus
 
 __all__ = ["Rows", "PTMData", "build_layout", "ptm_data", "take_rows", "row_map", "row_sums", "per_item",
-           "word_sums"]
+           "slot_docs", "word_sums"]
 
 
 #: entries placed per step of :func:`build_layout` (bounds its temporaries)
@@ -33,17 +34,17 @@ class Rows(NamedTuple):
     """The non-zeros grouped by an "item" (a document, or a word) and cut into rows of ``W``.
 
     ``item`` ``(C, R)``: the item owning each row (padding rows: the number of items), rows of an
-    item are consecutive and items are sorted; ``other`` ``(C, R, W)``: the word (for document
-    rows) or document (for word rows) of each entry.  Document rows carry ``count`` ``(C, R, W)``
-    (0 = padding) and no ``pos``; word rows carry ``pos`` ``(C, R, W)``, the entry's slot in the
-    document rows (padding: the last slot, which is always a padding slot), and no ``count``
-    (padding entries have ``other`` = the number of documents).  The ``C`` chunks of ``R`` rows
-    are processed one at a time by ``lax.scan``; one shape for the whole corpus means one
-    compilation, and per-item sums are ``segment_sum``s over rows.
+    item are consecutive and items are sorted.  Document rows carry ``other`` ``(C, R, W)``, the
+    word of each entry, and ``count`` ``(C, R, W)`` (0 = padding), and no ``pos``; word rows
+    carry only ``pos`` ``(C, R, W)``, the entry's slot in the document rows (padding: the last
+    slot, which is always a padding slot in a padding row), whose row's item is the entry's
+    document (:func:`slot_docs`).  The ``C`` chunks of ``R`` rows are processed one at a time by
+    ``lax.scan``; one shape for the whole corpus means one compilation, and per-item sums are
+    ``segment_sum``s over rows.
     """
 
     item: jax.Array
-    other: jax.Array
+    other: jax.Array | None
     count: jax.Array | None
     pos: jax.Array | None
 
@@ -124,7 +125,6 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
     w_base = (np.cumsum(w_rows) - w_rows) * word_width  # first slot of each word
     seen = np.zeros(N, np.int64)  # entries of each word placed so far
     n_w_slots = C_w * R_w * word_width
-    w_other = np.full(n_w_slots, D, np.int32)
     w_pos = np.full(n_w_slots, n_flat - 1, np.int32)
     for i, stop in _blocks(d_off):
         a, b = int(d_off[i]), int(d_off[stop])
@@ -137,13 +137,9 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
         rank = np.empty(b - a, np.int64)
         rank[order] = np.arange(b - a) - np.repeat(run, np.diff(np.r_[run, b - a]))
         slot = w_base[w] + seen[w] + rank
-        w_other[slot] = np.repeat(np.arange(i, stop, dtype=np.int32), d_len[i:stop])
         w_pos[slot] = np.repeat(d_shift[i:stop], d_len[i:stop]) + np.arange(a, b)
         seen += np.bincount(w, minlength=N)
-    shape_w = (C_w, R_w, word_width)
-    words = Rows(words_item, jnp.asarray(w_other.reshape(shape_w)), None, None)
-    del w_other
-    words = words._replace(pos=jnp.asarray(w_pos.reshape(shape_w)))
+    words = Rows(words_item, None, None, jnp.asarray(w_pos.reshape(C_w, R_w, word_width)))
     return docs, words
 
 
@@ -170,8 +166,8 @@ def take_rows(a, idx):
 
 
 def row_map(rows: Rows, fn, per_item):
-    """Apply ``fn(other (R, W), count (R, W), pos (R, W), inputs)`` to every chunk of rows (``count``
-    or ``pos`` is None where the layout has none),
+    """Apply ``fn(other (R, W), count (R, W), pos (R, W), inputs)`` to every chunk of rows (``other``,
+    ``count`` or ``pos`` is None where the layout has none),
     ``inputs`` being the rows of the ``per_item`` pytree for each row's item.  Returns the outputs
     stacked over chunks and flattened to one leading axis of ``C * R`` rows."""
 
@@ -210,10 +206,16 @@ def per_item(rows: Rows, values, n_items: int):
     return jax.ops.segment_sum(values, rows.item.reshape(-1), num_segments=n_items, indices_are_sorted=True)
 
 
+def slot_docs(docs: Rows, pos):
+    """The document of each slot ``pos`` of the document rows (the number of documents for a
+    padding slot): its row's item."""
+    return docs.item.reshape(-1)[pos // docs.other.shape[-1]]
+
+
 def word_sums(data: PTMData, r_flat, a, N: int):
     """``g[n, j] = sum_d r_dn a[d, j]`` over the non-zeros, by word rows (``(N, P)``)."""
 
-    def fn(d, n, pos, _):
-        return jnp.einsum("rk,rkp->rp", r_flat[pos], take_rows(a, d))
+    def fn(_, n, pos, __):
+        return jnp.einsum("rk,rkp->rp", r_flat[pos], take_rows(a, slot_docs(data.docs, pos)))
 
     return row_sums(data.words, lambda *x: (fn(*x),), jnp.zeros((N + 1, 0), a.dtype), N)[0]

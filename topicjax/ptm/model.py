@@ -73,8 +73,8 @@ from topicjax.core import validation as V
 from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence, refuse_documents
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
-from topicjax.ptm.gem import (GEMConfig, PTMState, gem_step_impl, infer_alpha, init_state, loglik_docs, padded_topics,
-                              state_bic)
+from topicjax.ptm.gem import (GEMConfig, PTMState, e_step, gem_step_impl, infer_alpha, init_state, loglik_docs,
+                              padded_topics, state_bic)
 from topicjax.ptm.layout import PTMData, ptm_data
 
 __all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
@@ -166,6 +166,22 @@ def _algo_health(state, static):
     return finite, jnp.array(True)
 
 
+def _algo_rollback(ok, new, old, static):
+    # the parameters, switches and counters of the old state; its E-step statistics (x, s1, s2,
+    # loglik_doc: 0.27 GB at NYTimes size) are not kept through the step but recomputed from
+    # those by _algo_restore after a failing iteration
+    keep = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
+    return new._replace(beta=keep(new.beta, old.beta), u=keep(new.u, old.u), alpha=keep(new.alpha, old.alpha),
+                        v=keep(new.v, old.v), topic_mask=keep(new.topic_mask, old.topic_mask),
+                        iteration=keep(new.iteration, old.iteration), n_u_flips=keep(new.n_u_flips, old.n_u_flips),
+                        n_v_flips=keep(new.n_v_flips, old.n_v_flips))
+
+
+def _algo_restore(state, args, static):
+    x, ll, s1, s2 = e_step(args[0], state.u, state.beta, state.alpha, state.v, state.topic_mask)
+    return state._replace(x=x, loglik_doc=ll, s1=s1, s2=s2)
+
+
 _ALGORITHMS: dict = {}
 
 
@@ -176,7 +192,8 @@ def algorithm(kind: str, n_words: int) -> driver.Algorithm:
     if key not in _ALGORITHMS:
         _ALGORITHMS[key] = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record,
                                             health=_algo_health, converged=_make_converged(kind, int(n_words)),
-                                            value=_algo_value, minimize=True)
+                                            value=_algo_value, minimize=True, rollback=_algo_rollback,
+                                            restore=_algo_restore)
     return _ALGORITHMS[key]
 
 
