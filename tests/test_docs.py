@@ -174,6 +174,8 @@ def _examples() -> list[tuple[str, str]]:
 
 
 EXAMPLES = _examples()
+#: XLA flags of the examples' interpreters (test_documented_example_runs)
+FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 
 def test_the_guides_have_examples():
@@ -191,7 +193,12 @@ def test_documented_example_runs(name, code, tmp_path):
         if not data.is_dir():
             pytest.skip(f"reads the shared corpora, absent here ({data})")
         code = code.replace("../shared/data", str(data))
-    env = dict(os.environ, JAX_PLATFORMS="cpu", MPLBACKEND="Agg", PYTHONPATH=str(ROOT))
+    # XLA's CPU backend at optimisation level 0 (FAST_COMPILE): the examples' small fits spend most of
+    # their time compiling; what runs is the same code, and no example's output is compared here.
+    # The compiled kernels on one thread: no second thread to wait for at every call on cores that
+    # the suite's other processes hold.
+    env = dict(os.environ, JAX_PLATFORMS="cpu", MPLBACKEND="Agg", PYTHONPATH=str(ROOT), TOPICJAX_THREADS="1",
+               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, f"docs/{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"

@@ -137,7 +137,11 @@ def run_subset(tmp_path: Path, tests: list[str], env_vars: dict, timeout: float 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's xdist
     for k in ("TOPICJAX_ESTEP", "TOPICJAX_LIDA", "XLA_FLAGS"):
         env.pop(k, None)
-    env.update(env_vars, JAX_PLATFORMS="cpu", TOPICJAX_TEST_PROBE=str(tmp_path / "probe.json"),
+    # TOPICJAX_THREADS=1: what these tests compare is computed in their own process, and a second
+    # thread of the compiled kernels, waited for at every call on cores that the suite's other
+    # processes hold, costs this run more than it gives (the kernels' results on any number of
+    # threads: tests/core/test_kernels.py, tests/lida/test_lida_stationary.py)
+    env.update(env_vars, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", TOPICJAX_TEST_PROBE=str(tmp_path / "probe.json"),
                PYTHONPATH=os.pathsep.join([str(tmp_path / "probe"), str(ROOT), env.get("PYTHONPATH", "")]))
     junit = tmp_path / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "topicjax_test_probe", "-n", "0",

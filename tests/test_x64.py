@@ -128,8 +128,11 @@ FAMILIES = ["plsa", "artm", "fit_many", "ptm", "ttmm_em", "ttmm_sgd", "lida_lda_
 
 def _start(folder: Path, x64: bool) -> subprocess.Popen:
     folder.mkdir()
+    # TOPICJAX_THREADS=1 in both: the two processes run side by side (beside the other tests of a
+    # parallel run), and a pool of two threads, handing each of the compiled kernels' tiny calls
+    # over between its threads, waits at every call for cores that the other processes hold
     env = dict(os.environ, JAX_ENABLE_X64="1" if x64 else "0", XLA_PYTHON_CLIENT_PREALLOCATE="false",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(folder)], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

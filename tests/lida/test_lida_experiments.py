@@ -5,6 +5,7 @@ and the 20 Newsgroups preparation (skipped without the shared data)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -17,10 +18,17 @@ def mod(load_experiment):
     sys.modules.pop("lida_table1", None)
 
 
-def test_quick_run_in_workers_writes_table_and_keeps_notes(mod, tmp_path):
+def test_quick_run_in_workers_writes_table_and_keeps_notes(mod, tmp_path, monkeypatch):
     """``--quick --jobs 2``: the tasks run in two spawned worker processes (each imports JAX itself),
     every task comes back, and the table is written with the command; hand-written notes below the
     marker of an existing results file are kept."""
+    # the workers inherit the environment: XLA's CPU backend at optimisation level 0 compiles their
+    # FTM sweeps in two thirds of the time (compiling is most of a quick task; the checks below are
+    # about the protocol and the table, not the last bits), and one thread of the compiled kernels
+    # each (as main() gives XLA one thread per worker); monkeypatch restores both
+    # after the run (main() adds its one-thread flags to XLA_FLAGS)
+    monkeypatch.setenv("XLA_FLAGS", f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip())
+    monkeypatch.setenv("TOPICJAX_THREADS", "1")
     out = tmp_path / "table.md"
     out.write_text("an older table\n" + mod.NOTES_MARK + "\nA hand-written note.\n", encoding="utf-8")
     results = mod.main(["--quick", "--models", "ftm", "--jobs", "2", "--out", str(out)])

@@ -51,6 +51,21 @@ def _chi2_pvalue(samples, Z, p):
     return stats.chisquare(o, e * o.sum() / e.sum()).pvalue
 
 
+@pytest.fixture
+def one_kernel_thread():
+    """The compiled kernels on one thread for the chains tests.  Their thousands of chains are
+    vmapped, and a vmapped kernel call runs chain after chain: tens of thousands of calls on 8
+    tokens each, which a pool of two threads hands over between its threads every time -- on
+    cores shared with other processes (the suite on two cores) most of these tests' time (30-40 s
+    against 5-10 s).  The kernel's draws do not depend on the number of threads
+    (test_kernel_threads_shared_and_bits_independent_of_threads, below), so the chains and what is
+    checked of them are the same."""
+    old = kernel.get_threads()  # applies TOPICJAX_THREADS first, if it was not yet
+    kernel.set_threads(1)
+    yield
+    kernel.set_threads(old)
+
+
 def _lda_chains(block_tokens, lanes, mode, mh_steps, n_sweeps, n_chains, seed, z0=None):
     """Final assignments of ``n_chains`` LDA chains (K = 2) after ``n_sweeps`` sweeps, started from
     uniform assignments or from the rows of ``z0``."""
@@ -79,6 +94,7 @@ def _lda_chains(block_tokens, lanes, mode, mh_steps, n_sweeps, n_chains, seed, z
     ([[0], [1], [2]], 1, 1),  # one document per block: exact Gibbs
     ([[0, 1, 2]], 8, 2),  # all documents in one block, two lanes (a lane runs two documents)
 ])
+@pytest.mark.usefixtures("one_kernel_thread")
 def test_parallel_lda_chains_match_enumerated_kernel(blocks, block_tokens, lanes):
     """6000 chains x 6 sweeps from uniform assignments against p0 T^6 (T the enumerated kernel of
     the parallel sweep with these blocks), and the kernel's stationary distribution against the
@@ -121,6 +137,7 @@ def test_parallel_mh_sweep_leaves_the_posterior_invariant(mh_steps):
 @pytest.mark.parametrize("backend", ["xla", "ffi"])
 @pytest.mark.parametrize("variant", ["ftm", "sstm", "lida"])
 @pytest.mark.parametrize("blocks,block_tokens,lanes", [([[0], [1], [2]], 1, 1), ([[0, 1, 2]], 8, 2)])
+@pytest.mark.usefixtures("one_kernel_thread")
 def test_parallel_masked_assignments_match_enumerated_kernel(variant, blocks, block_tokens, lanes, backend):
     """The token step of FTM, SSTM and LIDA with the masks Θ̄, Φ̄ held fixed: chains over the
     assignments allowed by the masks (θ̄_kd φ̄_vk = 1, eq. 35-37), each token drawn over its
