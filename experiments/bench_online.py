@@ -339,18 +339,22 @@ def _secs(x) -> str:
 
 def render(results: list[dict], header: list[str]) -> str:
     lines = header + ["", "| corpus | system | stage | wall | per pass | peak RSS (whole process) | perplexity after "
-                          "1 / P passes |", "|---|---|---|---|---|---|---|"]
+                          "1 / P passes | load (1 min) before / after |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         ppl = " / ".join(f"{v:,.1f} ({k})" for k, v in sorted(r.get("perplexity", {}).items(), key=lambda kv: int(kv[0])))
         peak = _gib(r.get("time_v_peak"))
+        # each system's own load: the table gathers runs of different times, and a wall time taken
+        # at a load >= 1 is not a result (rows from before the load was recorded say so)
+        load = r.get("load")
+        load = load if isinstance(load, str) else f"{load[0]:.2f} / {load[1]:.2f}" if load else "not recorded"
         if r.get("failed"):
-            lines.append(f"| {r['corpus']} | {r['system']} | failed: {r['failed']} | | | {peak} | |")
+            lines.append(f"| {r['corpus']} | {r['system']} | failed: {r['failed']} | | | {peak} | | {load} |")
             continue
         for i, s in enumerate(r["stages"]):
             note = f" ({s['note']})" if s.get("note") else ""
             lines.append(f"| {r['corpus'] if i == 0 else ''} | {r['system'] if i == 0 else ''} | {s['stage']}{note} | "
                          f"{s['wall_s']:.1f} s | {_secs(s.get('per_iter_s'))} | "
-                         f"{peak if i == 0 else ''} | {ppl if i == 0 else ''} |")
+                         f"{peak if i == 0 else ''} | {ppl if i == 0 else ''} | {load if i == 0 else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -395,7 +399,7 @@ def main(argv=None):
         res = _child(dict(cfg, system="store", result=str(root / "result_store.json"), phi=str(root / "phi_store.npy")), root, a.timeout)
         if res.get("failed"):
             raise SystemExit(f"writing the store failed: {res['failed']}\n{res.get('output', '')[-2000:]}")
-        res.update(corpus=a.size, passes=0)
+        res.update(corpus=a.size, passes=0, load=[load0, os.getloadavg()[0]])
         (root / "summary_store.json").write_text(json.dumps(res))
     held = np.load(root / "held.npz")
     cfg["n_words"] = int(held["known"].size)
@@ -408,8 +412,10 @@ def main(argv=None):
     hv = {k: held[k] for k in ("indptr", "indices", "data")}
     for system in a.systems:
         print(f"== {system} ({a.size}) ...", flush=True)
+        load_start = os.getloadavg()[0]
         res = run_system(system, cfg, root, a.timeout)
-        res.update(corpus=a.size, passes=a.passes if system in ("ours-api", "bigartm") else 1)
+        res.update(corpus=a.size, passes=a.passes if system in ("ours-api", "bigartm") else 1,
+                   load=[load_start, os.getloadavg()[0]])
         res["perplexity"] = {p: bs.completion_perplexity(np.load(path), *hv.values(), held["known"],
                                                          n_iter=a.fold_in_iter, seed=a.seed)[0]
                              for p, path in res.pop("phis").items()}

@@ -148,3 +148,20 @@ def test_timing_mode_runs(ref):
     for key in ("pass_ms", "estep_ms"):
         med, lo, cpu = res[key]
         assert 0 < lo <= med and cpu >= 0
+
+
+@pytest.mark.slow
+def test_own_process_benchmark_quick_run(load_experiment, tmp_path):
+    """experiments/bench_own_process.py --quick: each system timed in a process of its own (two
+    child processes), the table written with both runs and the ratio of the medians."""
+    from topicjax.core import kernels
+
+    if not kernels.available():
+        pytest.skip(f"the C++ E-step is not built: {kernels.load_error()}")
+    mod = load_experiment("bench_own_process")
+    out = tmp_path / "own.md"
+    (row,) = mod.main(["--quick", "--out", str(out), "--force"])
+    assert row["corpus"] == "bars" and row["T"] == 10 and row["threads"] == 1
+    assert row["ours"] > 0 and row["numba"] > 0 and row["ratio"] == pytest.approx(row["ours"] / row["numba"])
+    text = out.read_text()
+    assert "| bars | 10 | 1 |" in text and f"**{row['ratio']:.2f}**" in text and "Load average" in text

@@ -57,6 +57,30 @@ def test_read_uci_folder_and_docword_file(tmp_path, gz):
     assert Corpus.from_uci(tmp_path).equals(c)
 
 
+@pytest.mark.parametrize("block", [1, 7, 12, 1 << 24])
+def test_read_uci_in_blocks_of_lines(tmp_path, monkeypatch, block):
+    """The body is parsed a block of whole lines at a time (BLOCK_CHARS characters or more): the
+    same corpus whatever the block, int32 arrays, and errors that name the right line (a bad line,
+    more entries than NNZ, a truncated file) where blocks are cut before them."""
+    from topicjax.data.readers import uci
+
+    monkeypatch.setattr(uci, "BLOCK_CHARS", block)
+    c = read_uci(_uci(tmp_path))
+    np.testing.assert_array_equal(c.to_dense(), UCI_DENSE)
+    assert c.word_ids.dtype == np.int32 and c.counts.dtype == np.int32
+    blank = "3\n4\n6\n1 1 2\n\n1 3 1\n2 2 3\n2 4 1\n3 1 1.0\n3 4 5\n"  # a blank line, a count the slow path reads
+    np.testing.assert_array_equal(read_uci(_uci(tmp_path / "b", blank)).to_dense(), UCI_DENSE)
+    bad = "3\n4\n6\n1 1 2\n1 3 1\n2 2 3\n2 4 1\n3 1 x\n3 4 5\n"
+    with pytest.raises(CorpusError, match=r"line 8\b"):
+        read_uci(_uci(tmp_path / "c", bad))
+    more = UCI_TEXT.replace("3\n4\n6\n", "3\n4\n5\n", 1)
+    with pytest.raises(CorpusError, match=r"line 9\b.*more entries than NNZ=5"):
+        read_uci(_uci(tmp_path / "d", more))
+    short = UCI_TEXT.replace("3\n4\n6\n", "3\n4\n7\n", 1)
+    with pytest.raises(CorpusError, match=r"line 9\b.*ends after 6 entries"):
+        read_uci(_uci(tmp_path / "e", short))
+
+
 def test_read_uci_explicit_vocabulary(tmp_path):
     f = _write(tmp_path / "counts.txt", UCI_TEXT)
     with pytest.raises(CorpusError, match=r"counts.txt: not named docword.NAME.txt\[.gz\], so pass the vocabulary file"):

@@ -221,7 +221,7 @@ def uci_entries(
     check_empty_docs(empty_docs)
     docword, vocab_src = find_uci(Path(path), vocab_path, name)
     text = read_text(docword, encoding)
-    if not text.strip():
+    if not text or text.isspace():
         raise file_error(docword, None, EMPTY_UCI)
     head = text.split("\n", 3)
     D, W, nnz = parse_uci_header(head, docword)
@@ -232,13 +232,15 @@ def uci_entries(
     # Fast path: numpy's C parser; any doubt falls back to the line-by-line scan, which names
     # the first bad line (and accepts the few forms numpy refuses, such as a count written 3.0).
     # A truncated file shows as fewer entries than NNZ, named at the last line.
-    arr = parse_uci_entries(body, 4, D, W, docword, nnz)
-    if arr.shape[0] < nnz:
-        last = 3 + len(body.rstrip().split("\n")) if body.strip() else 3
+    del text, head  # the body alone from here (the file's text is not held twice)
+    doc_ids, word_ids, counts = _parse_blocks(body, D, W, docword, nnz)
+    if counts.size < nnz:
+        last = 3 + body.rstrip().count("\n") + 1 if body.strip() else 3
         raise file_error(
             docword, last,
-            f"the file ends after {arr.shape[0]} entries but the header says NNZ={nnz} (truncated file?)",
+            f"the file ends after {counts.size} entries but the header says NNZ={nnz} (truncated file?)",
         )
+    del body
 
     if isinstance(vocab_src, (str, os.PathLike)):
         vocab = read_vocab(vocab_src, encoding=encoding)
@@ -249,11 +251,37 @@ def uci_entries(
     if len(vocab) != W:
         raise CorpusError(f"{vsrc}: {len(vocab)} words but the header of {docword} says W={W}")
 
-    doc_ids, word_ids, counts = arr[:, 0] - 1, arr[:, 1] - 1, arr[:, 2]
+    doc_ids -= 1
+    word_ids -= 1
     check_uci_documents(doc_ids, D, docword)
     if empty_docs == "error":
         report_empty(docword, doc_ids, counts, D, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
     return Entries(doc_ids, word_ids, counts, dict(vocab=vocab, n_docs=D, empty_docs=empty_docs, **kwargs))
+
+
+#: characters of a docword file's body parsed at a time by :func:`uci_entries`
+BLOCK_CHARS = 1 << 24
+
+
+def _parse_blocks(body: str, D: int, W: int, path, nnz: int, block_chars: int = BLOCK_CHARS):
+    """``(doc_ids, word_ids, counts)`` (1-based ids) of a docword body, parsed
+    :func:`parse_uci_entries` a block of whole lines at a time and kept as int32 wherever the values
+    fit (int64 otherwise): the parser's int64 ``(entries, 3)`` table and numpy's copy of the text
+    then exist for one block, not for the whole file (7.2 GiB for NYTimes' 66.5 M entries at once)."""
+    cols: tuple[list, list, list] = ([], [], [])
+    seen, start, line, n = 0, 0, 4, len(body)
+    while start < n:
+        end = n if start + block_chars >= n else body.find("\n", start + block_chars - 1)
+        end = n if end < 0 else min(end + 1, n)
+        chunk = body[start:end]
+        arr = parse_uci_entries(chunk, line, D, W, path, nnz, seen)
+        for k, col in enumerate(cols):
+            x = arr[:, k]
+            col.append(x.astype(np.int32) if x.size == 0 or x.max() <= INT32_MAX else x.copy())
+        seen += arr.shape[0]
+        line += chunk.count("\n")
+        start = end
+    return tuple(np.concatenate(c) if c else np.zeros(0, np.int32) for c in cols)
 
 
 def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
