@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,23 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from child_env import quick_child_env
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 
 
-#: XLA's CPU backend at optimisation level 0: the dry run's tiny programs take a third less time to
-#: compile, which is most of its time.  Every section still runs the same code (its checks compare
-#: two runs on the one CPU, compiled alike); nothing here is timed or compared with other settings.
-#: And the compiled kernels on one thread (TOPICJAX_THREADS=1): no second thread to wait for at
-#: every call on cores that the suite's other processes hold.
-FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 
 @pytest.mark.slow
 def test_dry_run_writes_every_section(tmp_path):
     out = tmp_path / "gpu_dry.md"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1",
-               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    # every section runs the same code (its checks compare two runs on the one CPU, compiled alike)
+    env = quick_child_env()
     proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "device_check.py"), "--dry-run", "--out", str(out),
                            "--out-dir", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

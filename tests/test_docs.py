@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from child_env import quick_child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The public packages the reference must document -- the list of issue 29 (item 7), written here
@@ -174,8 +176,6 @@ def _examples() -> list[tuple[str, str]]:
 
 
 EXAMPLES = _examples()
-#: XLA flags of the examples' interpreters (test_documented_example_runs)
-FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 
 def test_the_guides_have_examples():
@@ -193,12 +193,8 @@ def test_documented_example_runs(name, code, tmp_path):
         if not data.is_dir():
             pytest.skip(f"reads the shared corpora, absent here ({data})")
         code = code.replace("../shared/data", str(data))
-    # XLA's CPU backend at optimisation level 0 (FAST_COMPILE): the examples' small fits spend most of
-    # their time compiling; what runs is the same code, and no example's output is compared here.
-    # The compiled kernels on one thread: no second thread to wait for at every call on cores that
-    # the suite's other processes hold.
-    env = dict(os.environ, JAX_PLATFORMS="cpu", MPLBACKEND="Agg", PYTHONPATH=str(ROOT), TOPICJAX_THREADS="1",
-               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    # at XLA's optimisation level 0 and one kernel thread: no example's output is compared here
+    env = quick_child_env(MPLBACKEND="Agg", PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, f"docs/{name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
