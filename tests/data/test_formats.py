@@ -81,6 +81,27 @@ def test_read_uci_in_blocks_of_lines(tmp_path, monkeypatch, block):
         read_uci(_uci(tmp_path / "e", short))
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_read_uci_reserves_what_the_file_can_hold(tmp_path, monkeypatch, gz):
+    """The columns are reserved for min(NNZ, what the file's size allows): a header NNZ of 10**12
+    over a few lines is the truncation error, not a MemoryError; where the first guess is short (a
+    gzip trailer records the size modulo 2**32, and only of its last member) further segments are
+    added and joined, with the same corpus."""
+    from topicjax.data.readers import uci
+
+    path = _uci(tmp_path / "a", gz=gz)
+    assert uci._entries_bound(path) >= 6
+    monkeypatch.setattr(uci, "BLOCK_CHARS", 12)
+    monkeypatch.setattr(uci, "_entries_bound", lambda _: 1)
+    c = read_uci(path)
+    np.testing.assert_array_equal(c.to_dense(), UCI_DENSE)
+    assert c.doc_ids.dtype == c.word_ids.dtype == c.counts.dtype == np.int32
+    monkeypatch.undo()
+    hostile = UCI_TEXT.replace("3\n4\n6\n", "3\n4\n1000000000000\n", 1)
+    with pytest.raises(CorpusError, match=r"line 9\b.*ends after 6 entries but the header says NNZ=1000000000000"):
+        read_uci(_uci(tmp_path / "b", hostile, gz=gz))
+
+
 def test_read_uci_explicit_vocabulary(tmp_path):
     f = _write(tmp_path / "counts.txt", UCI_TEXT)
     with pytest.raises(CorpusError, match=r"counts.txt: not named docword.NAME.txt\[.gz\], so pass the vocabulary file"):

@@ -243,10 +243,11 @@ def drop_empty(fields: dict, present: np.ndarray, empty_docs: str) -> dict:
 
 def corpus_fields(doc_ids, word_ids, counts, *, vocab=None, n_words=None, n_docs=None, labels=None,
                   label_names=None, modalities=None, modality_names=None, doc_names=None,
-                  empty_docs: str = "error") -> dict:
+                  empty_docs: str = "error", copy: bool = True) -> dict:
     """The fields of a :class:`~topicjax.data.corpus.Corpus` from coordinate entries, validated and
     normalised by the named steps of this module (see :meth:`Corpus.from_entries` for the
-    arguments).  Sizes are checked before anything of that size is allocated (a placeholder
+    arguments; ``copy=False``: the entry arrays are handed over, and become the Corpus's own when
+    they already are int32 and in order, as a file reader's are).  Sizes are checked before anything of that size is allocated (a placeholder
     vocabulary, per-document arrays): see :func:`inferred_size_limit`."""
     if empty_docs not in ("error", "drop"):
         raise ValueError(f"empty_docs must be 'error' or 'drop', got {empty_docs!r}")
@@ -262,7 +263,7 @@ def corpus_fields(doc_ids, word_ids, counts, *, vocab=None, n_words=None, n_docs
     E.check_word_range(word_ids, W, doc_ids)
     n_docs, n_docs_from_ids = document_count(doc_ids, n_docs, doc_names, labels)  # 3
     # 4: zero entries carry no information: dropped; duplicates merged by summing.
-    doc_ids, word_ids, counts = E.sorted_entries(doc_ids, word_ids, counts, W)
+    doc_ids, word_ids, counts = E.sorted_entries(doc_ids, word_ids, counts, W, copy)
     present = E.present_documents(doc_ids)
     check_inferred_documents(n_docs, n_docs_from_ids, int(present.size))  # 5
     labels_m, label_names_t = labels_matrix(labels, label_names, n_docs)  # 6: per-document and per-word data

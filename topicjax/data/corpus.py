@@ -259,8 +259,9 @@ class Corpus:
 
     @classmethod
     def _read(cls, found: Entries) -> "Corpus":
-        """The Corpus of what a reader found."""
-        return cls.from_entries(found.doc_ids, found.word_ids, found.counts, **found.options)
+        """The Corpus of what a reader found (its arrays are the reader's to hand over: not copied
+        when already in order)."""
+        return cls(**build.corpus_fields(found.doc_ids, found.word_ids, found.counts, copy=False, **found.options))
 
     # ------------------------------------------------------------------ properties
     @property

@@ -32,8 +32,8 @@ __all__ = ["BLOCK", "CorpusError", "CorpusWarning", "MAX_ID", "MAX_PLACEHOLDER_W
            "inferred_size_limit", "first_missing", "Entries", "dense_entries", "csr_entries", "as_numbers", "integer_ids", "checked_counts", "check_word_range", "sorted_entries",
            "present_documents", "renumber", "block_bincount"]
 
-#: entries per block of the blockwise passes (bounds their temporaries to a few tens of MB)
-BLOCK = 1 << 22
+#: entries per block of the blockwise passes (bounds their temporaries to about ten MB)
+BLOCK = 1 << 20
 
 
 class CorpusError(ValueError):
@@ -219,23 +219,26 @@ def _in_order(doc_ids: np.ndarray, word_ids: np.ndarray) -> bool:
     """Whether the entries are sorted by document, then strictly by word (so: no duplicates)."""
     n = doc_ids.size
     for s in range(0, max(n - 1, 0), BLOCK):
-        d = doc_ids[s:s + BLOCK + 1].astype(np.int64)
-        w = word_ids[s:s + BLOCK + 1].astype(np.int64)
+        # int32 ids differ by less than 2**31: their differences need no wider copy
+        d, w = (a[s:s + BLOCK + 1] if a.dtype == np.int32 else a[s:s + BLOCK + 1].astype(np.int64)
+                for a in (doc_ids, word_ids))
         dd = np.diff(d)
         if not np.all((dd > 0) | ((dd == 0) & (np.diff(w) > 0))):
             return False
     return True
 
 
-def sorted_entries(doc_ids, word_ids, counts, n_words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """New ``int32`` arrays of the entries sorted by document then word, without zero counts and
-    with the counts of repeated (document, word) pairs summed."""
+def sorted_entries(doc_ids, word_ids, counts, n_words: int, copy: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``int32`` arrays of the entries sorted by document then word, without zero counts and
+    with the counts of repeated (document, word) pairs summed: new arrays, or with ``copy=False``
+    (arrays the caller hands over, as the file readers do) the given ones themselves where they
+    already are int32 and in order."""
     zeros = bool(counts.size) and int(counts.min()) == 0
     if zeros:
         keep = counts > 0
         doc_ids, word_ids, counts = doc_ids[keep], word_ids[keep], counts[keep]
     if _in_order(doc_ids, word_ids):
-        return (np.array(doc_ids, np.int32), np.array(word_ids, np.int32), np.array(counts, np.int32))
+        return tuple(np.array(a, np.int32, copy=copy or a.dtype != np.int32) for a in (doc_ids, word_ids, counts))
     key = doc_ids.astype(np.int64) * max(n_words, 1) + word_ids
     order = np.argsort(key, kind="stable")
     key = key[order]

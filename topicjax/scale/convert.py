@@ -35,14 +35,12 @@ from topicjax.core.validation import check_int
 from topicjax.data import formats
 from topicjax.data.corpus import INFERRED_SLACK, CorpusError, CorpusWarning, inferred_size_limit
 from topicjax.data.readers.common import EMPTY_FILE, stream_lines
+from topicjax.data.readers.uci import UCI_MAX_LINE
 from topicjax.scale.store import BatchStore, StoreWriter
 
 __all__ = ["convert_uci", "convert_vw", "UCI_MAX_LINE"]
 
 
-#: The longest line of a docword file read by :func:`convert_uci` (an entry is three integers;
-#: a longer line is not an entry, and reading it whole could hold a gigabyte line in memory).
-UCI_MAX_LINE = 1 << 12
 
 
 def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch_size: int = 1000,

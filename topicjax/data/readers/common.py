@@ -132,7 +132,7 @@ def stream_lines(path, encoding: str = "utf-8", max_line: int | None = None, lin
     with io.TextIOWrapper(_open_binary(path), encoding=encoding, newline="\n") as fh:
         while True:
             try:
-                line = fh.readline(max_line + 1 if max_line else -1)
+                line = fh.readline(max_line + 1 + (ln == 0) if max_line else -1)  # + a byte-order mark
             except UnicodeDecodeError:
                 raise _first_bad_line(path, encoding) from None
             except _GZIP_ERRORS as e:
@@ -142,9 +142,71 @@ def stream_lines(path, encoding: str = "utf-8", max_line: int | None = None, lin
             ln += 1
             if ln == 1:
                 line = strip_bom(line)
-            if max_line and len(line) > max_line and not line.endswith("\n"):
+            if max_line and len(line) - line.endswith("\n") > max_line:
                 raise file_error(path, ln, f"longer than {max_line} characters (not {line_kind})")
             yield ln, line
+
+
+def stream_blocks(path, encoding: str = "utf-8", block_chars: int = 1 << 24, max_line: int | None = None,
+                  line_kind: str = "a line of this format"):
+    """``(number of the first line, text)`` of a file read as a stream about ``block_chars``
+    characters at a time, each text whole lines (only the last may lack its ``\\n``): for parsers
+    that take many lines at once (numpy's), over files larger than memory.
+
+    Lines, line numbers, the byte-order mark and the errors are those of :func:`stream_lines`; a
+    line still without its end after ``max_line`` characters is an error naming it, so that memory
+    stays one block whatever the file holds.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "f.txt")
+    >>> _ = open(path, "w").write("a b\\nc\\nd e f\\n")
+    >>> list(stream_blocks(path, block_chars=4))
+    [(1, 'a b\\n'), (2, 'c\\n'), (3, 'd e f\\n')]
+    """
+    ln, pending, first = 1, "", True
+    size = min(block_chars, 1 << 16)  # doubled up to block_chars: a small file reserves no large buffer
+    with io.TextIOWrapper(_open_binary(path), encoding=encoding, newline="\n") as fh:
+        while True:
+            try:
+                chunk = fh.read(size)
+                size = min(2 * size, block_chars)
+            except UnicodeDecodeError:
+                raise _first_bad_line(path, encoding) from None
+            except _GZIP_ERRORS as e:
+                raise _gzip_error(path, e) from None
+            if not chunk:
+                if pending:
+                    if max_line:
+                        _check_line_lengths(pending, ln, max_line, path, line_kind)
+                    yield ln, pending
+                return
+            if first:
+                chunk, first = strip_bom(chunk), False
+            text = pending + chunk
+            cut = text.rfind("\n") + 1
+            block, pending = text[:cut], text[cut:]
+            if block:
+                if max_line:
+                    _check_line_lengths(block, ln, max_line, path, line_kind)
+                yield ln, block
+                ln += block.count("\n")
+            if max_line and len(pending) > max_line:
+                raise file_error(path, ln, f"longer than {max_line} characters (not {line_kind})")
+
+
+def _check_line_lengths(text: str, first_line: int, max_line: int, path, line_kind: str) -> None:
+    """:func:`stream_lines`' rule for whole lines: none longer than ``max_line`` characters besides
+    its ``\\n`` (one vectorised pass over an ASCII block: about 9 ms per 16 MB)."""
+    if text.isascii():
+        ends = np.flatnonzero(np.frombuffer(text.encode("ascii"), np.uint8) == 10)
+        starts = np.concatenate([[0], ends + 1])
+        lengths = np.append(ends, len(text)) - starts
+        long = np.flatnonzero(lengths > max_line)
+        k = int(long[0]) if long.size else None
+    else:
+        k = next((i for i, line in enumerate(text.split("\n")) if len(line) > max_line), None)
+    if k is not None:
+        raise file_error(path, first_line + k, f"longer than {max_line} characters (not {line_kind})")
 
 
 #: The byte-order mark some editors (Notepad, Excel's "CSV UTF-8") put at the start of a file; read
@@ -258,7 +320,12 @@ def vocab_arg(vocab, encoding: str = "utf-8") -> tuple[list[str] | None, str | N
 def report_empty(path, doc_ids: np.ndarray, counts: np.ndarray, n_docs: int, describe) -> None:
     """Raise for the first of ``n_docs`` documents without tokens (``describe(i)`` names it) when
     ``empty_docs='error'``; O(entries), never O(n_docs)."""
-    present = np.unique(np.asarray(doc_ids)[np.asarray(counts) > 0])
+    report_missing(path, np.unique(np.asarray(doc_ids)[np.asarray(counts) > 0]), n_docs, describe)
+
+
+def report_missing(path, present: np.ndarray, n_docs: int, describe) -> None:
+    """:func:`report_empty` given the sorted distinct documents that have tokens (``present``), as
+    a reader that parses a file block by block gathers them."""
     first = first_missing(present, n_docs)
     if first is not None:
         where, what = describe(first)

@@ -5,6 +5,7 @@ converter :func:`topicjax.scale.online.convert_uci`."""
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 from pathlib import Path
@@ -19,14 +20,15 @@ from topicjax.data.readers.common import (
     BadValue,
     check_empty_docs,
     file_error,
+    is_gzip,
     open_write,
     parse_count,
     parse_id,
-    read_text,
     read_vocab,
-    report_empty,
+    report_missing,
     short,
     split_lines,
+    stream_blocks,
     write_vocab,
 )
 
@@ -217,31 +219,27 @@ def uci_entries(
     the wrong size, a header ``D`` far above the documents that have entries (see
     :func:`check_uci_documents`).  Nothing is allocated in proportion to a header value before it
     is checked against the data.
+
+    Memory: the file is read as a stream, :data:`BLOCK_CHARS` characters at a time, each block
+    parsed into int32 columns that become the Corpus's own arrays (no copy), so the peak is those
+    arrays plus one block: 1.21 GiB in all for NYTimes' 66.5 M entries (0.74 GiB of arrays; the
+    whole text read at once took 7.2 GiB).
     """
     check_empty_docs(empty_docs)
     docword, vocab_src = find_uci(Path(path), vocab_path, name)
-    text = read_text(docword, encoding)
-    if not text or text.isspace():
+    blocks = stream_blocks(docword, encoding, BLOCK_CHARS, UCI_MAX_LINE, "a docword entry")
+    text = ""
+    for _, block in blocks:  # the header's three lines, and what came with them
+        text += block
+        if text.count("\n") >= 3:
+            break
+    if not text.strip() and not any(block.strip() for _, block in blocks):
         raise file_error(docword, None, EMPTY_UCI)
     head = text.split("\n", 3)
     D, W, nnz = parse_uci_header(head, docword)
     if D == 0:  # not a corpus of no documents, which no model can be fitted to
         raise file_error(docword, 1, "the header says D=0: the corpus has no documents")
     body = head[3] if len(head) > 3 else ""
-
-    # Fast path: numpy's C parser; any doubt falls back to the line-by-line scan, which names
-    # the first bad line (and accepts the few forms numpy refuses, such as a count written 3.0).
-    # A truncated file shows as fewer entries than NNZ, named at the last line.
-    del text, head  # the body alone from here (the file's text is not held twice)
-    doc_ids, word_ids, counts = _parse_blocks(body, D, W, docword, nnz)
-    if counts.size < nnz:
-        last = 3 + body.rstrip().count("\n") + 1 if body.strip() else 3
-        raise file_error(
-            docword, last,
-            f"the file ends after {counts.size} entries but the header says NNZ={nnz} (truncated file?)",
-        )
-    del body
-
     if isinstance(vocab_src, (str, os.PathLike)):
         vocab = read_vocab(vocab_src, encoding=encoding)
         vsrc = vocab_src
@@ -251,37 +249,108 @@ def uci_entries(
     if len(vocab) != W:
         raise CorpusError(f"{vsrc}: {len(vocab)} words but the header of {docword} says W={W}")
 
-    doc_ids -= 1
-    word_ids -= 1
-    check_uci_documents(doc_ids, D, docword)
+    cols = _EntryColumns(nnz, _entries_bound(docword))
+    last = 3  # the last line with an entry, where a truncated file is reported
+    for line, piece in itertools.chain([(4, body)], blocks):
+        # numpy's C parser; any doubt falls back to the line-by-line scan, which names the first
+        # bad line (and accepts the few forms numpy refuses, such as a count written 3.0)
+        cols.append(parse_uci_entries(piece, line, D, W, docword, nnz, cols.n))
+        if piece.strip():
+            last = line + piece.rstrip().count("\n")
+    if cols.n < nnz:
+        raise file_error(docword, last, f"the file ends after {cols.n} entries but the header says NNZ={nnz} (truncated file?)")
+    present, with_tokens = cols.documents()
+    check_uci_documents(present, D, docword)
     if empty_docs == "error":
-        report_empty(docword, doc_ids, counts, D, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
+        report_missing(docword, with_tokens, D, lambda i: (None, f"document {i + 1} (1-based, as in the file)"))
+    doc_ids, word_ids, counts = cols.arrays()
     return Entries(doc_ids, word_ids, counts, dict(vocab=vocab, n_docs=D, empty_docs=empty_docs, **kwargs))
 
 
-#: characters of a docword file's body parsed at a time by :func:`uci_entries`
+#: characters of a docword file read and parsed at a time by :func:`uci_entries`
 BLOCK_CHARS = 1 << 24
+#: The longest line of a docword file (an entry is three integers; a longer line is not an entry,
+#: and reading it whole could hold a gigabyte line in memory).
+UCI_MAX_LINE = 1 << 12
 
 
-def _parse_blocks(body: str, D: int, W: int, path, nnz: int, block_chars: int = BLOCK_CHARS):
-    """``(doc_ids, word_ids, counts)`` (1-based ids) of a docword body, parsed
-    :func:`parse_uci_entries` a block of whole lines at a time and kept as int32 wherever the values
-    fit (int64 otherwise): the parser's int64 ``(entries, 3)`` table and numpy's copy of the text
-    then exist for one block, not for the whole file (7.2 GiB for NYTimes' 66.5 M entries at once)."""
-    cols: tuple[list, list, list] = ([], [], [])
-    seen, start, line, n = 0, 0, 4, len(body)
-    while start < n:
-        end = n if start + block_chars >= n else body.find("\n", start + block_chars - 1)
-        end = n if end < 0 else min(end + 1, n)
-        chunk = body[start:end]
-        arr = parse_uci_entries(chunk, line, D, W, path, nnz, seen)
-        for k, col in enumerate(cols):
-            x = arr[:, k]
-            col.append(x.astype(np.int32) if x.size == 0 or x.max() <= INT32_MAX else x.copy())
-        seen += arr.shape[0]
-        line += chunk.count("\n")
-        start = end
-    return tuple(np.concatenate(c) if c else np.zeros(0, np.int32) for c in cols)
+def _entries_bound(path) -> int:
+    """The most entries a docword file can hold (an entry takes at least 6 characters, ``1 1 1``
+    and its line end), from its size; for gzip a first guess from the uncompressed size its
+    trailer records (modulo 2**32, and only the last member's), at most what deflate's largest
+    ratio (1032:1) allows, so that a forged trailer reserves nothing large."""
+    size = os.path.getsize(path)
+    if is_gzip(path):
+        with open(path, "rb") as fh:
+            fh.seek(max(size - 4, 0))
+            size = min(int.from_bytes(fh.read(4).ljust(4, b"\0"), "little"), 1032 * size)
+    return (size + 1) // 6
+
+
+class _EntryColumns:
+    """The int32 columns ``doc_ids, word_ids, counts`` (0-based ids) of a docword file, filled a
+    parsed block at a time, and the distinct documents seen (with entries, with tokens).
+
+    The first segment holds ``min(NNZ, bound)`` entries (``bound``: what the file's size allows),
+    so a valid file is read into arrays of exactly its entries, without a copy at the end, and a
+    hostile ``NNZ`` in a header reserves no more than the file could hold (untouched pages of
+    ``np.empty`` are not resident).  Only when a gzip trailer guessed short are more segments
+    added and joined at the end.
+    """
+
+    def __init__(self, nnz: int, bound: int):
+        self.nnz, self.n, self.segments = nnz, 0, []
+        self._new_segment(max(min(nnz, bound), 0))
+        self._present: list[np.ndarray] = []
+        self._with_tokens: list[np.ndarray] = []
+
+    def _new_segment(self, size: int) -> None:
+        self.segments.append([np.empty(size, np.int32) for _ in range(3)] + [0])
+
+    def append(self, arr: np.ndarray) -> None:
+        """Add a parsed ``(entries, 3)`` block of 1-based ``docID, wordID, count``."""
+        if not arr.shape[0]:
+            return
+        d = arr[:, 0] - 1
+        self._present.append(_distinct(d))
+        self._with_tokens.append(_distinct(d[arr[:, 2] > 0]))
+        done = 0
+        while done < arr.shape[0]:
+            seg = self.segments[-1]
+            room = seg[0].size - seg[3]
+            if not room:
+                self._new_segment(max(self.n // 2, 1 << 20, arr.shape[0] - done))
+                continue
+            k = min(room, arr.shape[0] - done)
+            for j, col in enumerate(seg[:3]):
+                col[seg[3]:seg[3] + k] = arr[done:done + k, j] - (j < 2)
+            seg[3] += k
+            done += k
+            self.n += k
+
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted distinct 0-based documents with entries, and those with tokens (count > 0)."""
+        join = lambda parts: np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)  # noqa: E731
+        return join(self._present), join(self._with_tokens)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The three columns; a single segment is returned as it is (filled exactly when the file is valid)."""
+        segs, self.segments = self.segments, []
+        if len(segs) == 1:
+            return tuple(col[:segs[0][3]] for col in segs[0][:3])
+        out = []
+        for j in range(3):  # one column at a time: at most one column is held twice
+            out.append(np.concatenate([seg[j][:seg[3]] for seg in segs]))
+            for seg in segs:
+                seg[j] = None
+        return tuple(out)
+
+
+def _distinct(ids: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``ids``; one pass when they are already in order (UCI files)."""
+    if ids.size and np.all(ids[1:] >= ids[:-1]):
+        return ids[np.concatenate([[True], ids[1:] != ids[:-1]])]
+    return np.unique(ids)
 
 
 def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
