@@ -16,6 +16,10 @@ Each package's ``__all__`` is its public surface; everything else is internal.
 ``tj.evaluation.metrics``.
 """
 
+from topicjax import _malloc
+
+_malloc.limit_arenas()  # before anything starts threads: see topicjax/_malloc.py
+
 from topicjax import artm, core, data, evaluation, lida, persistence, ptm, regularizers, scale, ttmm, tune
 from topicjax.artm import ARTM, PLSA
 from topicjax.core.errors import NumericalError

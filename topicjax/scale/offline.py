@@ -218,7 +218,9 @@ def fit_store(store: BatchStore | str | os.PathLike, n_components: int, *, max_i
                 first, real, data = prefetch.get(i, last=i == store.n_batches - 1)
                 l_b, g_phi, g_theta, theta = _batch_pass(s.phi, theta, g_phi, g_theta, data, jnp.int32(first), real,
                                                          s.topic_alive, s.doc_alive, reg_b, it, k, cfg.remove)
-                lls.append(l_b)
+                # waited for: else the loop runs ahead of the device, and batches queued for it add to
+                # the one computing and the one read in the background
+                lls.append(l_b.block_until_ready())
                 del data
         finally:
             prefetch.close()
