@@ -319,7 +319,8 @@ class _EntryColumns:
             seg = self.segments[-1]
             room = seg[0].size - seg[3]
             if not room:
-                self._new_segment(max(self.n // 2, 1 << 20, arr.shape[0] - done))
+                # the parser refused entries beyond NNZ, so those left fit in NNZ - n
+                self._new_segment(max(min(max(self.n // 2, 1 << 20), self.nnz - self.n), arr.shape[0] - done))
                 continue
             k = min(room, arr.shape[0] - done)
             for j, col in enumerate(seg[:3]):
