@@ -18,8 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 
 
-
-
 @pytest.mark.slow
 def test_dry_run_writes_every_section(tmp_path):
     out = tmp_path / "gpu_dry.md"

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from topicjax.data.entries import INFERRED_SLACK, MAX_ID, CorpusError, Entries, inferred_size_limit
+from topicjax.data.entries import INFERRED_SLACK, MAX_ID, CorpusError, Entries, inferred_size_limit, present_documents
 from topicjax.data.readers.common import (
     INT32_MAX,
     INT_PATTERN,
@@ -349,9 +349,7 @@ class _EntryColumns:
 
 def _distinct(ids: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``ids``; one pass when they are already in order (UCI files)."""
-    if ids.size and np.all(ids[1:] >= ids[:-1]):
-        return ids[np.concatenate([[True], ids[1:] != ids[:-1]])]
-    return np.unique(ids)
+    return present_documents(ids) if np.all(ids[1:] >= ids[:-1]) else np.unique(ids)
 
 
 def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
