@@ -114,9 +114,9 @@ def store_corpus():
 
 def owned_documents(offsets, n_processes: int, n_local: int, batch_size: int | None = None) -> list[np.ndarray]:
     """Which documents each process reads: those of its devices' ranges (devices in process order,
-    ``n_local`` each) of the whole corpus (``batch_size=None``, the sharded fit) or of every batch
-    (the online fit)."""
-    from topicjax.core.sharding import device_ranges
+    ``n_local`` each) of the whole corpus (``batch_size=None``, the sharded fit: equal blocks of
+    documents, Θ split by documents) or of every batch (the online fit: ranges of equal non-zeros)."""
+    from topicjax.core.sharding import device_ranges, document_blocks
 
     D = offsets.size - 1
     owned = [np.zeros(D, bool) for _ in range(n_processes)]
@@ -125,7 +125,9 @@ def owned_documents(offsets, n_processes: int, n_local: int, batch_size: int | N
         off = offsets[first:last + 1] - offsets[first]
         if batch_size is not None:  # the last batch is padded with empty documents, as fit_online pads it
             off = np.concatenate([off, np.full(batch_size - (last - first), off[-1])])
-        for i, (a, b) in enumerate(device_ranges(off, n_processes * n_local)):
+        n_dev = n_processes * n_local
+        ranges = document_blocks(D, n_dev) if batch_size is None else device_ranges(off, n_dev)
+        for i, (a, b) in enumerate(ranges):
             owned[i // n_local][first + min(a, last - first):first + min(b, last - first)] = True
     return owned
 

@@ -15,6 +15,7 @@ after a few EM iterations the probabilities differ by ~1e-7 (measured: 4e-8 for 
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -65,7 +66,35 @@ def test_four_devices_give_the_single_device_model():
             spans.append((int(docs.min()), int(docs.max())))
         assert spans[0][0] == 0 and spans[-1][1] == corpus.n_docs - 1
         assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
-        res = {{}}
+        # Θ split by documents: 70 documents in blocks of 18 columns, the last device's 16 and
+        # 2 columns of padding; the jitted step keeps it so, and it is the one-device step's Θ.
+        from topicjax.core import em, layout
+        from topicjax.regularizers import as_regularizer
+        sh = distributed.shard(corpus, shard_theta=True)
+        reg0 = as_regularizer(None)
+        state = em.place(em.init(jax.random.key(0), corpus.n_words, 0, {T}), sh)
+        ref = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, {T})
+        step = jax.jit(em.step)
+        for _ in range(3):
+            state, ref = step(state, sh, reg0), step(ref, layout.prepare(corpus), reg0)
+        theta = np.asarray(state.theta)
+        layout_res = dict(block=sh.doc_block, width=sh.theta_width, spec=str(state.theta.sharding.spec),
+                          shapes=sorted({{s.data.shape for s in state.theta.addressable_shards}}),
+                          pad=float(np.abs(theta[:, 70:]).max()), alive=np.asarray(state.doc_alive)[68:].tolist(),
+                          diff=float(np.abs(theta[:, :70] - np.asarray(ref.theta)).max()))
+        # What a device holds of the compiled step, Θ replicated and split (XLA's own accounting):
+        # 4,000 documents at T = 64, Θ 1.0 MB, its split saves 3/4 of it in arguments and outputs.
+        big, _ = datasets.make_bars(n_docs=4000, seed=0)
+        for split in (False, True):
+            shb = distributed.shard(big, shard_theta=split)
+            st = em.place(em.init(jax.random.key(0), big.n_words, 0, 64), shb)
+            ma = jax.jit(em.step).lower(st, shb, reg0).compile().memory_analysis()
+            layout_res["split" if split else "replicated"] = [
+                ma.argument_size_in_bytes, ma.output_size_in_bytes, ma.temp_size_in_bytes,
+                sum(int(x.nbytes) for x in (shb.doc, shb.word, shb.count, shb.piece_doc)) // 4]
+        # A regularizer that averages over the columns of Θ sees the 70 documents, not the padding.
+        REGS["mean"] = [lambda phi, theta: 0.5 * jnp.sum(jnp.log(jnp.mean(theta, axis=1)))]
+        res = {{"layout": layout_res}}
         for name, regs in REGS.items():
             ref = tj.ARTM({T}, regularizers=regs, **KW).fit(corpus)
             m = distributed.fit(corpus, {T}, regularizers=regs, **KW)
@@ -79,18 +108,34 @@ def test_four_devices_give_the_single_device_model():
         """
     )
     res = run(code, 4)
-    for name in ("plsa", "artm"):
+    lay = res["layout"]
+    assert lay["block"] == 18 and lay["width"] == 72 and lay["spec"] == "P(None, 'docs')", lay
+    assert lay["shapes"] == [[T, 18]] and lay["pad"] == 0.0 and lay["alive"] == [1.0, 1.0, 0.0, 0.0], lay
+    assert lay["diff"] < 1e-5, lay
+    theta_bytes = 64 * 4000 * 4
+    (a_rep, o_rep, t_rep, l_rep), (a_sh, o_sh, t_sh, l_sh) = lay["replicated"], lay["split"]
+    assert a_rep - l_rep - (a_sh - l_sh) >= 0.74 * theta_bytes, lay  # the layouts' own sizes aside
+    # ... and the step's temporaries are Θ-sized: split, a quarter of them (measured 0.25)
+    assert o_rep - o_sh >= 0.74 * theta_bytes and t_sh <= 0.3 * t_rep, lay
+    for name in ("plsa", "artm", "mean"):
         r = res[name]
         assert r["phi"] < 1e-5 and r["theta"] < 1e-5, (name, r)
         assert r["ll"] < 1e-6 and r["reg"] < 1e-5 and r["phi_sum"] < 1e-5, (name, r)
 
 
 def test_two_processes_with_jax_distributed(tmp_path):
-    a, b = run_two_processes(tmp_path, "plsa")
+    # A regularizer of Θ: it must see the 70 documents of Θ split over 4 devices (blocks of 18,
+    # 2 padding columns), as the one-device fit does.
+    a, b = run_two_processes(tmp_path, "artm")
     np.testing.assert_array_equal(a["phi"], b["phi"])  # every process holds the same model
+    np.testing.assert_array_equal(a["theta"], b["theta"])
     # ... which is the single-device model, computed here in one process.
+    def reg(phi, theta):  # COMMON's
+        return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
+
     corpus, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
-    ref = tj.ARTM(T, max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
+    ref = tj.ARTM(T, regularizers=[reg], max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
+    assert a["theta"].shape == ref.theta_.shape
     np.testing.assert_allclose(a["phi"], ref.phi_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(a["theta"], ref.theta_, rtol=1e-5, atol=1e-6)
 

@@ -260,10 +260,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
         corpus = st.corpus.with_totals(*data.totals(st.corpus.n_docs, st.corpus.n_words))
         return S.Structure(**{**vars(st), "corpus": corpus}), data, float(corpus.n_tokens)
 
-    def _init_states(self, st, reg, aux, seeds, tops, T_max):
+    def _init_states(self, st, reg, aux, seeds, tops, T_max, n_docs=None):
         """Initial states of models with ``seeds[g]`` and ``tops[g]`` topics, stacked and padded to
-        ``T_max`` topics; each is the start of its own :meth:`fit` (one vmapped draw per T)."""
-        W, D = st.n_rows, st.corpus.n_docs
+        ``T_max`` topics; each is the start of its own :meth:`fit` (one vmapped draw per T).
+        ``n_docs``: Θ's columns (default: the corpus's documents; 0 for :func:`em.place`)."""
+        W, D = st.n_rows, st.corpus.n_docs if n_docs is None else int(n_docs)
         n_seg = len(st.mod_names)
         parts, order = [], []
         for T in sorted(set(tops)):
@@ -305,12 +306,12 @@ class ARTM(PartialFitMixin, TopicModelBase):
         st, data, n_weighted, reg, aux = self._prepare(X, y, T, mesh)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
                                      devices=None if mesh is None else int(mesh.devices.size))
+        # On a mesh Θ is started on the devices, split by documents (em.place), the rest replicated
+        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed(ckpt)], [T], T,
+                                                               n_docs=None if mesh is None else 0))
         if mesh is not None:
-            reg = replicate(mesh, reg)
-        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed(ckpt)], [T], T))
-        if mesh is not None:
-            state = replicate(mesh, state)
-        reg.check(state.phi, state.theta)
+            reg, state = replicate(mesh, reg), em.place(state, data)
+        reg.check(state.phi, em.doc_columns(state.theta, data))
         device, on_record, host = self._trackers()
         static = em.EMStatic(self._config(st), device, st.corpus.n_words)
 
@@ -334,10 +335,12 @@ class ARTM(PartialFitMixin, TopicModelBase):
             taus[...] = np.asarray(host["taus"], np.float64).reshape(taus.shape)
 
         run_ckpt = None if ckpt is None else ckpt.run("fit", get_host=lambda: {"taus": taus.copy()}, set_host=set_taus)
+        # donate: the iterations write into the initial state's buffers (one copy of Φ and Θ less
+        # at the peak); it is this fit's own (no array of it is in reg: the vmapped init copies)
         state, records = driver.run(em.ARTM_EM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
                                     tol=float(self.tol), progress=self.progress, desc=type(self).__name__,
                                     before=before, after=after, after_every=int(self.score_every), explain=explain,
-                                    checkpoint=run_ckpt)
+                                    checkpoint=run_ckpt, donate=True)
         self._store(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
         return self
 
@@ -380,8 +383,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         return out
 
     def _host_scores(self, trackers, st, state, iteration, n_weighted) -> dict:
-        W = st.corpus.n_words
-        phi, theta = host_array(state.phi)[:W], host_array(state.theta)
+        W, D = st.corpus.n_words, st.corpus.n_docs
+        phi, theta = host_array(state.phi)[:W], host_array(state.theta)[:, :D]  # a sharded Θ's padding off
         alive = host_array(state.topic_alive) > 0
         bg = np.asarray(st.background, np.int64)
         specific = alive.copy()
@@ -407,8 +410,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
         if reason == "nonfinite":
             for t, p in zip(reg.terms, state.params):
                 try:
-                    v = t.fn(phi_c, theta_c, p)
-                    g = jax.grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
+                    docs_c = em.doc_columns(theta_c, data)
+                    v = t.fn(phi_c, docs_c, p)
+                    g = jax.grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, docs_c)
                     bad = not (bool(jnp.isfinite(v)) and all(bool(jnp.all(jnp.isfinite(x))) for x in g))
                 except Exception:  # noqa: BLE001 - the failure itself is the finding
                     bad = True
@@ -420,8 +424,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         n_phi, n_theta = jnp.maximum(state.phi, mstep.EPS) * g_phi, jnp.maximum(state.theta, mstep.EPS) * g_theta
         terms = []
         for t, p in zip(reg.terms, state.params):
-            gp, gt = jax.grad(lambda a, b: t.fn(mstep.clamped(a), mstep.clamped(b), p), argnums=(0, 1))(state.phi,
-                                                                                                     state.theta)
+            gp, gt = jax.grad(lambda a, b: t.fn(mstep.clamped(a), mstep.clamped(em.doc_columns(b, data)), p),
+                              argnums=(0, 1))(state.phi, state.theta)
             c = t.coef(it)
             terms.append((t, c * jnp.maximum(state.phi, mstep.EPS) * gp, c * jnp.maximum(state.theta, mstep.EPS) * gt))
         total_phi = n_phi + sum(x[1] for x in terms)
@@ -440,18 +444,18 @@ class ARTM(PartialFitMixin, TopicModelBase):
             "switch it on later with a schedule")
 
     def _store(self, st: S.Structure, state, records):
-        W = st.corpus.n_words
+        W, D = st.corpus.n_words, st.corpus.n_docs
         phi_full = host_array(state.phi)
         self.phi_ = phi_full[:W]
         self.psi_ = phi_full[W:] if st.classes else None
-        self.theta_ = host_array(state.theta)
+        self.theta_ = host_array(state.theta)[:, :D]  # without the padding of a Θ sharded by documents
         self.scores_ = records
         self.history_ = records
         self.n_iter_ = len(records)
         self.topic_names_ = list(st.names)
         self.background_ = [int(b) for b in st.background]
         self.topic_alive_ = host_array(state.topic_alive)
-        self.doc_alive_ = host_array(state.doc_alive)
+        self.doc_alive_ = host_array(state.doc_alive)[:D]
         self.removed_topics_ = [st.names[j] for j in np.flatnonzero(self.topic_alive_ == 0)]
         self.removed_docs_ = [int(d) for d in np.flatnonzero(self.doc_alive_ == 0)]
         self.classes_ = list(st.classes)

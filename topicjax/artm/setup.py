@@ -164,9 +164,10 @@ def weighted_entries(corpus, row_weights, row_mod, labels=None):
 
 def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
     """The device layout of weighted entries: local (:func:`topicjax.core.layout.prepare`) or,
-    with a ``mesh``, sharded over its devices (:func:`topicjax.core.sharding.shard`)."""
+    with a ``mesh``, sharded over its devices with Θ split by documents
+    (:func:`topicjax.core.sharding.shard` with ``shard_theta=True``)."""
     if mesh is not None:
-        return sharding.shard(src, mesh, chunk=chunk, dtype=dtype)
+        return sharding.shard(src, mesh, chunk=chunk, dtype=dtype, shard_theta=True)
     return layout.prepare(src, chunk, dtype=dtype)
 
 

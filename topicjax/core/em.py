@@ -15,6 +15,10 @@ One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) ->
   of the model for the rest of the fit (masks ``topic_alive``, ``doc_alive``: shapes never
   change, nothing recompiles; a removed document's tokens no longer count);
 * ``cfg.n_segments > 1``: one distribution per modality (block of rows of Φ, ``aux.segments``);
+* a layout whose Θ is sharded over devices (:class:`~topicjax.core.sharding.ShardedCounts` with
+  ``doc_block > 0``) pads Θ with columns that are no document (``doc_alive`` 0, θ = 0): the
+  regularizers, their ``update`` and the device scores see Θ's document columns only
+  (:func:`doc_columns`), so the model is the one-device model; :func:`place` starts a fit there;
 * ``cfg.doc_passes = k >= 1``: BigARTM's offline pass (its ``num_document_passes``): Θ restarts
   from uniform, ``k`` iterations of eq. 16 with Φ fixed (half an E-step each), then the full
   regularized step at the final Θ (BigARTM's processor: ``k`` Θ updates, then n_wt).
@@ -40,15 +44,17 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int
 
 from topicjax.core import estep, mstep, numerics
 from topicjax.core.driver import Algorithm
 from topicjax.core.layout import reweight_docs
+from topicjax.core.sharding import host_array, replicate
 from topicjax.regularizers import Context, as_regularizer
 
-__all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "step", "make_step", "infer_theta",
-           "health", "penalties", "theta_passes", "ARTM_EM"]
+__all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "place", "doc_columns", "step",
+           "make_step", "infer_theta", "health", "penalties", "theta_passes", "ARTM_EM"]
 
 
 class EMConfig(NamedTuple):
@@ -121,6 +127,41 @@ def pad_topics(state: EMState, n_topics: int) -> EMState:
                           topic_alive=jnp.pad(state.topic_alive, (0, pad)), dead_topics=jnp.pad(state.dead_topics, (0, pad)))
 
 
+def doc_columns(theta, data):
+    """The columns of Θ that are ``data``'s documents: all of them, but those of a layout that
+    pads a sharded Θ (:meth:`ShardedCounts.doc_columns <topicjax.core.sharding.ShardedCounts.doc_columns>`)."""
+    own = getattr(data, "doc_columns", None)
+    return theta if own is None else own(theta)
+
+
+def place(state: EMState, data) -> EMState:
+    """The start of a fit on the mesh of the sharded layout ``data`` from :func:`init`'s state of
+    no documents (``init(key, W, 0, T, ...)``, the same in every process): Φ, the regularizers'
+    data and the topic masks replicated; Θ with ``data.theta_width`` columns laid out as
+    ``data.theta_sharding``: uniform over the alive topics in the columns of ``data``'s documents
+    (:func:`init`'s Θ), 0 in the padding columns (``doc_alive`` 0), each device's block computed
+    on its device, so that no process ever holds the whole Θ."""
+    if state.theta.shape[1] != 0:
+        raise ValueError(f"place starts Θ on the mesh itself: give it init's state of 0 documents, not "
+                         f"{state.theta.shape[1]}")
+    width, n_docs, dtype, alive_dtype = data.theta_width, data.n_docs, state.theta.dtype, state.doc_alive.dtype
+    alive = host_array(state.topic_alive)
+    start = (alive / alive.sum()).astype(dtype)
+    replicated = NamedSharding(data.mesh, PartitionSpec())
+
+    def theta():
+        return jnp.where(jnp.arange(width)[None, :] < n_docs, jnp.asarray(start)[:, None], jnp.zeros((), dtype))
+
+    def docs():
+        is_doc = jnp.arange(width) < n_docs
+        return is_doc.astype(alive_dtype), jnp.zeros(width, bool)
+
+    state = replicate(data.mesh, state._replace(theta=None, doc_alive=None, dead_docs=None))
+    doc_alive, dead_docs = jax.jit(docs, out_shardings=(replicated, replicated))()
+    return state._replace(theta=jax.jit(theta, out_shardings=data.theta_sharding)(), doc_alive=doc_alive,
+                          dead_docs=dead_docs)
+
+
 def _mask_theta(theta, alive_t, alive_d):
     # normalize(normalize(a) * m) = normalize(a * m): masking after the M-step's normalisation
     # gives the Θ of a model without those topics
@@ -157,6 +198,9 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
         data = reweight_docs(data, alive_d)
     params = state.params
     penalty, keep = penalties(reg, params, it)
+    if getattr(data, "doc_block", 0):  # a padded Θ: the regularizers see its documents only
+        penalty = None if penalty is None else (lambda p, t, f=penalty: f(p, doc_columns(t, data)))
+        keep = None if keep is None else (lambda p, t, f=keep: f(p, doc_columns(t, data)))
     masking = cfg.remove or cfg.mask_topics
     theta = state.theta
     if cfg.doc_passes:
@@ -186,7 +230,10 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
         if cfg.update_phi:
             phi = phi * alive_t[None, :]
         theta = _mask_theta(theta, alive_t, alive_d)
-    params = tuple(t.update(phi, theta, p, t.coef(it)) if t.update is not None else p
+    place_theta = getattr(data, "place_theta", None)
+    if place_theta is not None:
+        theta = place_theta(theta)
+    params = tuple(t.update(phi, doc_columns(theta, data), p, t.coef(it)) if t.update is not None else p
                    for t, p in zip(reg.terms, params))
     return EMState(phi, theta, ll, r, it, params, alive_t, alive_d, dead_t, dead_d, finite)
 
@@ -281,7 +328,7 @@ def _algo_objective(state, args, static):
 
 
 def _algo_record(state, args, static: EMStatic):
-    _, reg, aux = args
+    data, reg, aux = args
     rec = {"objective": state.loglik, "regularizer": state.reg, "dead_topics": state.dead_topics,
            "dead_docs": state.dead_docs.sum()}
     if reg.terms:  # no zero-size leaves: lax.map cannot reshape them when it batches models
@@ -292,7 +339,7 @@ def _algo_record(state, args, static: EMStatic):
         if aux is not None and aux.background is not None:
             specific = specific & ~aux.background
         for f in static.device_scores:
-            rec.update(f(phi, state.theta, specific))
+            rec.update(f(phi, doc_columns(state.theta, data), specific))
     return rec
 
 

@@ -21,6 +21,21 @@ that process's devices, and what a fit needs of the whole corpus beyond its size
 every document ``n_d = Σ_w n_dw`` and of every word ``n_w = Σ_d n_dw``, are sums over documents
 as well: every device adds up its own entries and ``psum`` gives the totals
 (:meth:`ShardedCounts.totals`), so no process reads another's entries.
+
+Θ sharded by documents
+----------------------
+Θ (T x D) is as large as a device's share of the counts times T / (non-zeros per document), so a
+fit that replicates it holds, on every device, Θ and the M-step's Θ-sized temporaries whole.
+``shard(..., shard_theta=True)`` (what ``ARTM.fit(X, mesh=...)`` uses) cuts the documents into
+equal blocks of ``B = ceil(D / n)`` (:func:`document_blocks`) instead of blocks of equal
+non-zeros, so that device ``i``'s documents are the columns ``i B .. (i + 1) B - 1`` of a Θ of
+``n B`` columns laid out ``PartitionSpec(None, "docs")``: the E-step reads and writes only its own
+block (no all-reduce of T x D numbers), and every Θ-sized array of the jitted step is split over
+the devices by XLA's partitioner.  The last ``n B - D`` columns are padding (no entries,
+``doc_alive`` 0, θ = 0); regularizers and scores see Θ's first D columns only
+(:meth:`ShardedCounts.doc_columns`), so any ``R(Φ, Θ)`` gives the model of one device.  The
+devices' shares of the non-zeros are then as even as the documents' lengths along the corpus's
+order (a corpus sorted by length is unbalanced; shuffle it).
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -38,18 +54,21 @@ from topicjax.core import estep, layout
 from topicjax.data.entries import CorpusError
 
 __all__ = ["AXIS", "RangeCorpus", "ShardedCounts", "make_mesh", "shard", "replicate", "host_array", "device_ranges",
-           "chunks_per_device"]
+           "document_blocks", "chunks_per_device"]
 
 #: The name of the one mesh axis, over which documents are split.
 AXIS = "docs"
 
 
 def host_array(x) -> np.ndarray:
-    """A device array as numpy, also a replicated array that spans the devices of other processes
-    (a multi-process fit: every process holds the same values)."""
+    """A device array as numpy, also one that spans the devices of other processes: a replicated
+    array from this process's copy, a sharded one (Θ of a multi-process fit) gathered from every
+    process (a collective: every process must call it at the same point)."""
     if getattr(x, "is_fully_addressable", True):
         return np.asarray(x)
-    return np.asarray(x.addressable_shards[0].data)
+    if x.is_fully_replicated:
+        return np.asarray(x.addressable_shards[0].data)
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def make_mesh(devices=None) -> Mesh:
@@ -71,27 +90,63 @@ def _shard_map(f, mesh, in_specs, out_specs):
 class ShardedCounts:
     """The sliced layout of :class:`topicjax.core.layout.DocWordCounts` with its chunk axis split
     over the mesh axis (``n_devices * chunks_per_device`` chunks, document ids global): a layout
-    with its own E-step, so :mod:`topicjax.core.em` runs on it unchanged."""
+    with its own E-step, so :mod:`topicjax.core.em` runs on it unchanged.
+
+    ``n_docs``: the corpus's documents.  ``doc_block``: 0 when Θ is replicated (the E-step takes
+    Θ whole on every device); ``B > 0`` when Θ is sharded by documents (module docstring): device
+    ``i`` holds documents ``i B .. (i + 1) B - 1``, Θ has :attr:`theta_width` ``= n B`` columns
+    laid out :attr:`theta_sharding`, of which the first ``n_docs`` are documents."""
 
     doc: jax.Array
     word: jax.Array
     count: jax.Array
     piece_doc: jax.Array
     mesh: Mesh = dataclasses.field(metadata={"static": True})
+    n_docs: int = dataclasses.field(default=0, metadata={"static": True})
+    doc_block: int = dataclasses.field(default=0, metadata={"static": True})
 
     def _replace(self, **changes) -> "ShardedCounts":
         return dataclasses.replace(self, **changes)
 
+    @property
+    def theta_width(self) -> int:
+        """Θ's columns in a fit on this layout: ``n_docs``, or ``n_devices * doc_block`` (padded)."""
+        return int(self.mesh.devices.size) * self.doc_block if self.doc_block else self.n_docs
+
+    @property
+    def theta_sharding(self) -> NamedSharding:
+        """How Θ lies on the mesh: split by columns (``doc_block > 0``) or replicated."""
+        return NamedSharding(self.mesh, P(None, AXIS) if self.doc_block else P())
+
+    def doc_columns(self, theta):
+        """The columns of Θ that are documents (all but the padding of a sharded Θ)."""
+        return theta[:, : self.n_docs] if theta.shape[-1] != self.n_docs else theta
+
+    def place_theta(self, theta):
+        """Inside a jitted step: keep a Θ-shaped result laid out as :attr:`theta_sharding`."""
+        return jax.lax.with_sharding_constraint(theta, self.theta_sharding) if self.doc_block else theta
+
     def expected_counts(self, phi, theta, *, need_phi: bool = True, need_theta: bool = True):
-        """:func:`topicjax.core.estep.expected_counts` of every device's documents, summed."""
+        """:func:`topicjax.core.estep.expected_counts` of every device's documents, summed (∂L/∂Θ
+        of a sharded Θ stays on the device of its documents)."""
+        block = self.doc_block
 
         def local(phi, theta, doc, word, count, piece_doc):
-            out = estep.expected_counts(phi, theta, layout.DocWordCounts(doc, word, count, piece_doc),
-                                        need_phi=need_phi, need_theta=need_theta)
-            return tuple(jax.lax.psum(x, AXIS) for x in out if x is not None)
+            if block:  # ids into this device's block of Θ's columns
+                first = jax.lax.axis_index(AXIS).astype(doc.dtype) * block
+                doc, piece_doc = doc - first, piece_doc - first
+            ll, g_phi, g_theta = estep.expected_counts(phi, theta, layout.DocWordCounts(doc, word, count, piece_doc),
+                                                       need_phi=need_phi, need_theta=need_theta)
+            out = [jax.lax.psum(ll, AXIS)]
+            if need_phi:
+                out.append(jax.lax.psum(g_phi, AXIS))
+            if need_theta:
+                out.append(g_theta if block else jax.lax.psum(g_theta, AXIS))
+            return tuple(out)
 
-        n_out = 1 + need_phi + need_theta
-        f = _shard_map(local, self.mesh, (P(), P(), P(AXIS), P(AXIS), P(AXIS), P(AXIS)), (P(),) * n_out)
+        theta_spec = P(None, AXIS) if block else P()
+        out_specs = (P(),) + ((P(),) if need_phi else ()) + ((theta_spec,) if need_theta else ())
+        f = _shard_map(local, self.mesh, (P(), theta_spec, P(AXIS), P(AXIS), P(AXIS), P(AXIS)), out_specs)
         it = iter(f(phi, theta, self.doc, self.word, self.count, self.piece_doc))
         ll = next(it)
         return ll, (next(it) if need_phi else None), (next(it) if need_theta else None)
@@ -102,14 +157,25 @@ class ShardedCounts:
         own entries (counts rounded to integers: a store's counts are), ``psum`` adds the devices'
         partial sums; a document's entries are all on one device, so ``n_d`` is that device's."""
 
-        def local(doc, word, count):
-            c = jnp.round(count).astype(jnp.int32).ravel()
-            n_d = jax.ops.segment_sum(c, doc.ravel(), num_segments=n_docs)
-            n_w = jax.ops.segment_sum(c, word.ravel(), num_segments=n_words)
+        def local(word, count, piece_doc):
+            # a chunk at a time: no temporary as large as the entries (a piece's slots are all
+            # its document's; padding ids past the documents are dropped, their counts are 0)
+            pieces = piece_doc.shape[1]
+
+            def add(totals, chunk):
+                n_d, n_w = totals
+                w, c, pd = chunk
+                c = jnp.round(c).astype(jnp.int32)
+                n_w = n_w.at[w].add(c, mode="drop")
+                n_d = n_d.at[pd].add(c.reshape(pieces, -1).sum(1), mode="drop")
+                return (n_d, n_w), None
+
+            zeros = (jnp.zeros(n_docs, jnp.int32), jnp.zeros(n_words, jnp.int32))
+            (n_d, n_w), _ = jax.lax.scan(add, zeros, (word, count, piece_doc))
             return jax.lax.psum(n_d, AXIS), jax.lax.psum(n_w, AXIS)
 
         f = jax.jit(_shard_map(local, self.mesh, (P(AXIS), P(AXIS), P(AXIS)), (P(), P())))
-        n_d, n_w = f(self.doc, self.word, self.count)
+        n_d, n_w = f(self.word, self.count, self.piece_doc)
         return host_array(n_d).astype(np.int64), host_array(n_w).astype(np.int64)
 
 
@@ -207,21 +273,36 @@ def device_ranges(offsets, n_devices: int) -> list[tuple[int, int]]:
     return _balanced_ranges(np.asarray(offsets, np.int64), int(n_devices))
 
 
+def document_blocks(n_docs: int, n_devices: int) -> list[tuple[int, int]]:
+    """The document range ``[a, b)`` of every device when Θ is sharded (``shard(...,
+    shard_theta=True)``): blocks of ``ceil(n_docs / n_devices)`` documents in mesh order, the last
+    ones shorter or empty."""
+    n_docs, n_devices = int(n_docs), int(n_devices)
+    size = -(-n_docs // n_devices)
+    return [(min(i * size, n_docs), min((i + 1) * size, n_docs)) for i in range(n_devices)]
+
+
+def _chunks_needed(offsets: np.ndarray, ranges, k: int) -> int:
+    lengths = np.diff(offsets)
+    return max(1, max(-(-int((-(-lengths[a:b] // layout.PIECE)).sum()) // k) for a, b in ranges))
+
+
 def chunks_per_device(offsets, n_devices: int, chunk: int) -> int:
     """The chunks of ``chunk`` slots (a multiple of :data:`~topicjax.core.layout.PIECE`) that the
     fullest device's range of :func:`device_ranges` takes: the ``n_chunks`` that gives a stream of
     batches one sharded shape (the most over its batches)."""
     offsets = np.asarray(offsets, np.int64)
-    k = int(chunk) // layout.PIECE
-    lengths = np.diff(offsets)
-    return max(1, max(-(-int((-(-lengths[a:b] // layout.PIECE)).sum()) // k)
-                      for a, b in _balanced_ranges(offsets, int(n_devices))))
+    return _chunks_needed(offsets, _balanced_ranges(offsets, int(n_devices)), int(chunk) // layout.PIECE)
 
 
 def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.float32,
-          n_chunks: int | None = None) -> ShardedCounts:
+          n_chunks: int | None = None, shard_theta: bool = False) -> ShardedCounts:
     """Split a corpus into one contiguous document range per device of ``mesh`` (default: all
     devices) and place each range's non-zeros on its device.
+
+    The ranges have about equal numbers of non-zeros (:func:`device_ranges`), or, with
+    ``shard_theta=True``, equal numbers of documents (:func:`document_blocks`), so that Θ can be
+    split by columns over the devices (module docstring).
 
     ``src``: a :class:`~topicjax.data.Corpus` (or any object with ``doc_offsets``, ``word_ids``,
     ``counts`` in CSR order) or a :class:`RangeCorpus`, whose entries are read range by range:
@@ -242,14 +323,16 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
         raise ValueError(f"the mesh must have the single axis {AXIS!r}, got {mesh.axis_names}")
     devices = list(mesh.devices.flat)
     n = len(devices)
-    ranges = _balanced_ranges(offsets, n)
+    n_docs = offsets.size - 1
+    ranges = document_blocks(n_docs, n) if shard_theta else _balanced_ranges(offsets, n)
+    block = -(-n_docs // n) if shard_theta else 0
     if chunk is None:
         widest = max(int(offsets[b] - offsets[a]) for a, b in ranges)
         chunk = int(min(layout.DEFAULT_CHUNK, -(-int(widest * 1.25 + layout.PIECE) // 1024) * 1024))
     chunk = int(-(-int(chunk) // layout.PIECE) * layout.PIECE)
     width = layout.PIECE
     k = chunk // width
-    per_dev = chunks_per_device(offsets, n, chunk)
+    per_dev = _chunks_needed(offsets, ranges, k)
     if n_chunks is not None:
         if n_chunks < per_dev:
             raise ValueError(f"n_chunks={n_chunks}: a device's documents need {per_dev} chunks of {chunk} slots")
@@ -257,7 +340,6 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
     ranged = isinstance(src, RangeCorpus)
     if not ranged:
         words, counts = np.asarray(src.word_ids), np.asarray(src.counts)
-    n_docs = offsets.size - 1
     local = {}  # the layouts this process needs: those of its addressable devices
     mine = {d.id for d in jax.local_devices()}
     for i, dev in enumerate(devices):
@@ -274,8 +356,8 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
             d += a  # global document ids, in place (no second copy of the largest arrays)
             pd += a
             local[i] = [d, w, c, pd]
-        else:  # an empty range: padding only, ids kept sorted
-            pad_doc = max(0, min(a, n_docs) - 1)
+        else:  # an empty range: padding only, ids kept sorted (inside the device's block of a sharded Θ)
+            pad_doc = i * block if block else max(0, min(a, n_docs) - 1)
             local[i] = [np.full((per_dev, chunk), pad_doc, np.int32), np.zeros((per_dev, chunk), np.int32),
                         np.zeros((per_dev, chunk), np.dtype(dtype)), np.full((per_dev, k), pad_doc, np.int32)]
     sharding = NamedSharding(mesh, P(AXIS))
@@ -288,7 +370,7 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
         arrays.append(jax.make_array_from_callback(shape, sharding, cb))
         for parts in local.values():  # each host array is released once it is on its device
             parts[j] = None
-    return ShardedCounts(*arrays, mesh=mesh)
+    return ShardedCounts(*arrays, mesh=mesh, n_docs=int(n_docs), doc_block=int(block))
 
 
 def replicate(mesh: Mesh, tree):

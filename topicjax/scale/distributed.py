@@ -1,18 +1,21 @@
 """One PLSA/ARTM model on many devices and hosts: documents sharded, counts reduced with ``psum``.
 
 The E-step is a sum over documents, so it splits over devices exactly: :func:`shard` (of
-:mod:`topicjax.core.sharding`, where the equations are) gives each device a contiguous range of
+:mod:`topicjax.core.sharding`, where the equations are) gives each device a contiguous block of
 documents, a :class:`ShardedCounts` layout with its own E-step (``shard_map`` + ``psum``).
 Everything else is the one EM step of :mod:`topicjax.core.em`: ``ARTM.fit(corpus, mesh=mesh)``
-(or :func:`fit`) runs the same M-step, regularizers (any that ``ARTM`` accepts), removal of over-regularized topics and
-documents, driver and checks, identically on every device, so every device holds the same Φ and
-Θ.  The result is the single-device model up to float round-off (the order of the additions
-differs); bits may differ between CPU and GPU.
+(or :func:`fit`) runs the same M-step, regularizers (any that ``ARTM`` accepts), removal of
+over-regularized topics and documents, driver and checks on global arrays, which XLA's
+partitioner splits over the devices.  The result is the single-device model up to float
+round-off (the order of the additions differs); bits may differ between CPU and GPU.
 
-Memory and traffic: each device stores its documents' counts, Φ (W x T) and Θ (T x D); one pass
-all-reduces W x T + T x D numbers.  Θ is replicated so that any regularizer ``R(Φ, Θ)`` works
-unchanged; for corpora whose Θ does not fit on one device use :mod:`topicjax.scale.online`, which
-keeps no Θ at all.
+Memory and traffic: each device stores its documents' counts, Φ (W x T, replicated) and its
+block of Θ's columns (T x D / n: Θ is split by documents, so are the M-step's Θ-sized
+temporaries); one pass all-reduces the W x T counts n_wt.  The blocks hold equal numbers of
+documents (``ceil(D / n)``, the last padded with columns that are no document and that no
+regularizer or score sees), so the devices' work is as even as the documents' lengths along the
+corpus's order.  A regularizer ``R(Φ, Θ)`` is written for the whole Θ as always; what it sums over
+documents, XLA adds up across the devices.
 
 Several devices in one process
 ------------------------------
@@ -60,7 +63,7 @@ Each process reads its own documents only
 -----------------------------------------
 Given a batch store (:mod:`topicjax.scale.store`: its folder, on a shared file system or copied
 to every host), :func:`fit` reads in every process the whole ``offsets.bin`` (D + 1 numbers),
-cuts the documents into the devices' ranges (:func:`~topicjax.core.sharding.device_ranges`) and
+cuts the documents into the devices' blocks (:func:`~topicjax.core.sharding.document_blocks`) and
 reads from ``words.bin`` and ``counts.bin`` only the byte ranges of its own devices
 (:meth:`BatchStore.documents <topicjax.scale.store.BatchStore.documents>`).  What the fit needs of
 the whole corpus comes from the store's ``meta.json`` and ``vocab.txt`` (D, W, the vocabulary,
@@ -72,7 +75,8 @@ from ``random_state``, so every process starts from the same model without readi
 The result is the model ``ARTM(...).fit(store.corpus())`` gives in one process, up to round-off
 (the E-step's additions run in another order; duplicate (d, w) entries, which a
 :class:`~topicjax.data.Corpus` merges, are added by the E-step).  Memory per process: its
-documents' layout (about 1/P of the entries), Φ and Θ.  Not with this path: labels, modality
+documents' layout (about 1/P of the entries), Φ and 1/P of Θ (gathered whole into every process
+once, at the end, as the model's ``theta_``).  Not with this path: labels, modality
 weights, and scores or regularizers that read every entry (``background_ratio``, coherence against
 the training corpus, ``improve_coherence`` without ``cooc``): they say so.
 
