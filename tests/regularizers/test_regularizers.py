@@ -74,7 +74,8 @@ def model():
     theta = rng.dirichlet(np.ones(T), size=D).T
 
     # independent numpy E-step over the same tokens (words and weighted class tokens, eq. 46)
-    d_ids = np.asarray(data.doc).ravel()
+    # the fit's layout keeps no `doc`: a piece's slots all belong to the piece's document
+    d_ids = np.repeat(np.asarray(data.piece_doc), data.count.shape[1] // data.piece_doc.shape[1], axis=1).ravel()
     w_ids = np.asarray(data.word).ravel()
     cnt = np.asarray(data.count, np.float64).ravel()
     p = phi[w_ids] * theta[:, d_ids].T

@@ -168,7 +168,7 @@ def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
     (:func:`topicjax.core.sharding.shard` with ``shard_theta=True``)."""
     if mesh is not None:
         return sharding.shard(src, mesh, chunk=chunk, dtype=dtype, shard_theta=True)
-    return layout.prepare(src, chunk, dtype=dtype)
+    return layout.prepare(src, chunk, dtype=dtype, with_doc=False)
 
 
 def context(st: Structure, n_topics: int, phase: str, fitted=None, corpus=None) -> Context:

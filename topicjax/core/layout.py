@@ -50,17 +50,20 @@ class DocWordCounts(NamedTuple):
     ``piece_doc`` may be ``None`` (a hand-built ``DocWordCounts(doc, word, count)`` in any order,
     with padding of count 0): :func:`expected_counts` then uses its unsliced kernel.  Code that
     only rescales counts, like ``data._replace(count=data.count * mask[data.doc])``, keeps the
-    layout valid.
+    layout valid.  ``doc`` may be ``None`` in the sliced layout (``prepare(..., with_doc=False)``,
+    what the EM family's fits use): its kernels read a piece's document from ``piece_doc``, and
+    ``doc``, as large as the counts, would only take memory.
     """
 
-    doc: Int[Array, "C B"]
+    doc: Int[Array, "C B"] | None
     word: Int[Array, "C B"]
     count: Float[Array, "C B"]
     piece_doc: Int[Array, "C K"] | None = None
 
 
-def prepare(corpus, chunk: int | None = None, dtype=jnp.float32) -> DocWordCounts:
-    """Move a corpus's non-zeros to the device in the sliced layout of :class:`DocWordCounts`.
+def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool = True) -> DocWordCounts:
+    """Move a corpus's non-zeros to the device in the sliced layout of :class:`DocWordCounts`
+    (without its ``doc`` array when ``with_doc=False``: the E-step of PLSA/ARTM never reads it).
 
     ``chunk`` is the number of slots per stored chunk (default :data:`DEFAULT_CHUNK` on CPU,
     :data:`ACCEL_CHUNK` on accelerators, or fewer for a small corpus), rounded up to a whole
@@ -82,15 +85,18 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32) -> DocWordCount
             k = -(-k // 64) * 64
     else:
         k = -(-int(chunk) // width)
-    arrays = list(sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype))
+    arrays = list(sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype, with_doc=with_doc))
     out = []
     while arrays:  # each host array is released once it is on the device
-        out.append(jnp.asarray(arrays.pop(0)))
+        a = arrays.pop(0)
+        out.append(None if a is None else jnp.asarray(a))
     return DocWordCounts(*out)
 
 
-def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int | None = None, dtype=np.float32):
-    """The sliced layout of :class:`DocWordCounts` as numpy arrays ``(doc, word, count, piece_doc)``.
+def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int | None = None, dtype=np.float32,
+                  with_doc: bool = True):
+    """The sliced layout of :class:`DocWordCounts` as numpy arrays ``(doc, word, count, piece_doc)``
+    (``doc`` ``None`` when ``with_doc=False``).
 
     ``offsets`` (D + 1) delimit the documents' entries in ``word_ids`` / ``counts`` (CSR);
     pieces of ``width`` slots, ``k`` pieces per chunk, and at least ``n_chunks`` chunks (more
@@ -129,8 +135,8 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
             word[slot] = word_ids[a:b]
             count[slot] = counts[a:b]
         d = stop
-    doc = np.repeat(piece_doc, width)
-    return (doc.reshape(n_chunks, k * width), word.reshape(n_chunks, k * width),
+    doc = np.repeat(piece_doc, width).reshape(n_chunks, k * width) if with_doc else None
+    return (doc, word.reshape(n_chunks, k * width),
             count.reshape(n_chunks, k * width), piece_doc.reshape(n_chunks, k))
 
 

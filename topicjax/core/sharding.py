@@ -89,15 +89,16 @@ def _shard_map(f, mesh, in_specs, out_specs):
 @dataclasses.dataclass(frozen=True)
 class ShardedCounts:
     """The sliced layout of :class:`topicjax.core.layout.DocWordCounts` with its chunk axis split
-    over the mesh axis (``n_devices * chunks_per_device`` chunks, document ids global): a layout
-    with its own E-step, so :mod:`topicjax.core.em` runs on it unchanged.
+    over the mesh axis (``n_devices * chunks_per_device`` chunks, document ids global; ``doc`` is
+    ``None``: the sliced E-step reads ``piece_doc``): a layout with its own E-step, so
+    :mod:`topicjax.core.em` runs on it unchanged.
 
     ``n_docs``: the corpus's documents.  ``doc_block``: 0 when Θ is replicated (the E-step takes
     Θ whole on every device); ``B > 0`` when Θ is sharded by documents (module docstring): device
     ``i`` holds documents ``i B .. (i + 1) B - 1``, Θ has :attr:`theta_width` ``= n B`` columns
     laid out :attr:`theta_sharding`, of which the first ``n_docs`` are documents."""
 
-    doc: jax.Array
+    doc: jax.Array | None
     word: jax.Array
     count: jax.Array
     piece_doc: jax.Array
@@ -131,11 +132,10 @@ class ShardedCounts:
         of a sharded Θ stays on the device of its documents)."""
         block = self.doc_block
 
-        def local(phi, theta, doc, word, count, piece_doc):
+        def local(phi, theta, word, count, piece_doc):
             if block:  # ids into this device's block of Θ's columns
-                first = jax.lax.axis_index(AXIS).astype(doc.dtype) * block
-                doc, piece_doc = doc - first, piece_doc - first
-            ll, g_phi, g_theta = estep.expected_counts(phi, theta, layout.DocWordCounts(doc, word, count, piece_doc),
+                piece_doc = piece_doc - jax.lax.axis_index(AXIS).astype(piece_doc.dtype) * block
+            ll, g_phi, g_theta = estep.expected_counts(phi, theta, layout.DocWordCounts(None, word, count, piece_doc),
                                                        need_phi=need_phi, need_theta=need_theta)
             out = [jax.lax.psum(ll, AXIS)]
             if need_phi:
@@ -146,8 +146,8 @@ class ShardedCounts:
 
         theta_spec = P(None, AXIS) if block else P()
         out_specs = (P(),) + ((P(),) if need_phi else ()) + ((theta_spec,) if need_theta else ())
-        f = _shard_map(local, self.mesh, (P(), theta_spec, P(AXIS), P(AXIS), P(AXIS), P(AXIS)), out_specs)
-        it = iter(f(phi, theta, self.doc, self.word, self.count, self.piece_doc))
+        f = _shard_map(local, self.mesh, (P(), theta_spec, P(AXIS), P(AXIS), P(AXIS)), out_specs)
+        it = iter(f(phi, theta, self.word, self.count, self.piece_doc))
         ll = next(it)
         return ll, (next(it) if need_phi else None), (next(it) if need_theta else None)
 
@@ -352,16 +352,15 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
                 off = offsets[a:b + 1] - offsets[a]
             else:
                 w, c, off = words, counts, offsets[a:b + 1]
-            d, w, c, pd = layout.sliced_layout(off, w, c, width, k, per_dev, dtype=dtype)
-            d += a  # global document ids, in place (no second copy of the largest arrays)
-            pd += a
-            local[i] = [d, w, c, pd]
+            _, w, c, pd = layout.sliced_layout(off, w, c, width, k, per_dev, dtype=dtype, with_doc=False)
+            pd += a  # global document ids
+            local[i] = [w, c, pd]
         else:  # an empty range: padding only, ids kept sorted (inside the device's block of a sharded Θ)
             pad_doc = i * block if block else max(0, min(a, n_docs) - 1)
-            local[i] = [np.full((per_dev, chunk), pad_doc, np.int32), np.zeros((per_dev, chunk), np.int32),
-                        np.zeros((per_dev, chunk), np.dtype(dtype)), np.full((per_dev, k), pad_doc, np.int32)]
+            local[i] = [np.zeros((per_dev, chunk), np.int32), np.zeros((per_dev, chunk), np.dtype(dtype)),
+                        np.full((per_dev, k), pad_doc, np.int32)]
     sharding = NamedSharding(mesh, P(AXIS))
-    shapes = [(n * per_dev, chunk)] * 3 + [(n * per_dev, k)]
+    shapes = [(n * per_dev, chunk)] * 2 + [(n * per_dev, k)]
     arrays = []
     for j, shape in enumerate(shapes):
         def cb(index, j=j):
@@ -370,7 +369,7 @@ def shard(src, mesh: Mesh | None = None, *, chunk: int | None = None, dtype=jnp.
         arrays.append(jax.make_array_from_callback(shape, sharding, cb))
         for parts in local.values():  # each host array is released once it is on its device
             parts[j] = None
-    return ShardedCounts(*arrays, mesh=mesh, n_docs=int(n_docs), doc_block=int(block))
+    return ShardedCounts(None, *arrays, mesh=mesh, n_docs=int(n_docs), doc_block=int(block))
 
 
 def replicate(mesh: Mesh, tree):
