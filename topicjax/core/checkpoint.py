@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core.sharding import host_array
 from topicjax.core.validation import check_int
 
 __all__ = ["Checkpoint", "RunCheckpoint", "fingerprint", "describe", "open_checkpoint"]
@@ -162,14 +163,8 @@ def _leaves_to_arrays(tree, prefix: str, arrays: dict) -> tuple[str, list[int]]:
         if _is_key(x):
             keys.append(i)
             x = jax.random.key_data(x)
-        arrays[f"{prefix}/{i}"] = _host(x)
+        arrays[f"{prefix}/{i}"] = host_array(x)
     return str(treedef), keys
-
-
-def _host(x) -> np.ndarray:
-    if getattr(x, "is_fully_addressable", True):
-        return np.asarray(x)
-    return np.asarray(x.addressable_shards[0].data)
 
 
 def _restore_like(template, prefix: str, arrays: dict, treedef: str, keys: list, where: str):

@@ -168,11 +168,14 @@ def _mask_theta(theta, alive_t, alive_d):
     return mstep.normalize_columns(theta * alive_t[:, None]) * alive_d[None, :]
 
 
-def penalties(reg, params, iteration):
+def penalties(reg, params, iteration, data=None):
     """``(penalty, keep)`` for the M-step: the weighted regularizer at ``iteration`` with its data
-    ``params``, and its terms that never empty a column (``None`` when there are none)."""
-    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, t, params, iteration))
-    keep = None if not reg.keeps_one else (lambda p, t: reg.penalty(p, t, params, iteration, keep_one=True))
+    ``params``, and its terms that never empty a column (``None`` when there are none).  Given the
+    layout ``data``, they see Θ's columns of its documents only (:func:`doc_columns`: a sharded
+    Θ's padding off)."""
+    penalty = None if not reg.terms else (lambda p, t: reg.penalty(p, doc_columns(t, data), params, iteration))
+    keep = None if not reg.keeps_one else (
+        lambda p, t: reg.penalty(p, doc_columns(t, data), params, iteration, keep_one=True))
     return penalty, keep
 
 
@@ -197,10 +200,7 @@ def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EM
     if cfg.remove:  # removed documents (Note 2) contribute no counts
         data = reweight_docs(data, alive_d)
     params = state.params
-    penalty, keep = penalties(reg, params, it)
-    if getattr(data, "doc_block", 0):  # a padded Θ: the regularizers see its documents only
-        penalty = None if penalty is None else (lambda p, t, f=penalty: f(p, doc_columns(t, data)))
-        keep = None if keep is None else (lambda p, t, f=keep: f(p, doc_columns(t, data)))
+    penalty, keep = penalties(reg, params, it, data)
     masking = cfg.remove or cfg.mask_topics
     theta = state.theta
     if cfg.doc_passes:
