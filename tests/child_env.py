@@ -1,5 +1,6 @@
-"""The environment of a test's child interpreter whose work is checked, not timed or compared
-bit for bit with another setting (the documented examples, the device check's dry run)."""
+"""Environments of a test's child interpreters: :func:`quick_child_env` for one whose work is
+checked, not timed or compared bit for bit with another setting (the documented examples, the
+device check's dry run); :func:`measured_child_env` for one whose peak memory is measured."""
 
 from __future__ import annotations
 
@@ -16,3 +17,13 @@ def quick_child_env(**extra: str) -> dict:
     other processes hold), plus ``extra``."""
     return dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1",
                 XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip(), **extra)
+
+
+def measured_child_env(**extra: str) -> dict:
+    """``os.environ`` plus ``extra``, without the suite's shared compilation cache
+    (``tests/conftest.py``): for children whose peak resident memory is measured, since a program
+    loaded from the cache takes less memory than one compiled, and whether another test compiled
+    it first depends on the order of the run."""
+    env = dict(os.environ, **extra)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    return env

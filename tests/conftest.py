@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-import numpy as np
-import pytest
 
-from topicjax.data.corpus import Corpus
-from topicjax.data.datasets import shared_data_dir
+def _share_compiled_programs() -> None:
+    """One persistent compilation cache for the whole run (JAX's ``jax_compilation_cache_dir``):
+    the suite compiles the same programs many times over -- in both xdist workers, after every
+    module's ``jax.clear_caches`` below, and in the child interpreters of a killed and resumed fit,
+    of the CLI and of the notebooks -- and on the CI's two cores compiling is most of its time
+    (a killed-and-resumed checkpoint module: 114 s without, 71 s with).  The folder is new for
+    each run (nothing stale between runs: a run tests its own programs) and removed at the end.
+    Set before JAX is imported, so that the workers and every child interpreter inherit it through
+    the environment.  Children that measure their peak memory run without it
+    (``tests/child_env.py``: ``measured_child_env``): a program loaded from the cache costs less
+    memory than one compiled.  A cache set by the caller is kept (then nothing is removed)."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    folder = tempfile.mkdtemp(prefix="topicjax-tests-jit-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+    # every program, also those compiled in under JAX's default minimum of a second
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    atexit.register(shutil.rmtree, folder, True)
+
+
+_share_compiled_programs()
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from topicjax.data.corpus import Corpus  # noqa: E402
+from topicjax.data.datasets import shared_data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)

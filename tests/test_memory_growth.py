@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import measured_child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 K = 64
@@ -48,7 +49,7 @@ print(json.dumps({"peak": kb("VmHWM"), "nnz": corpus.nnz, "tokens": corpus.n_tok
 
 
 def measure(family: str, n_docs: int) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
+    env = measured_child_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", SCRIPT, family, str(n_docs), str(K)], capture_output=True, text=True,
                          env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -112,7 +113,7 @@ def test_corpus_from_uci_keeps_only_its_arrays(tmp_path):
         doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(c.offsets))
         corpus = tj.Corpus.from_entries(doc, c.word_ids, c.counts, n_words=4000)
         docword, _ = formats.write_uci(corpus, tmp_path / str(n_docs), "g")
-        env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+        env = measured_child_env(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
         out = subprocess.run([sys.executable, "-c", UCI_SCRIPT, str(docword)], capture_output=True, text=True,
                              env=env, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]

@@ -21,6 +21,7 @@ from dataclasses import replace
 import jax
 import numpy as np
 import pytest
+from child_env import measured_child_env
 
 import topicjax as tj
 from topicjax.lida import LIDA, evaluate, hyper, kernel, sampler
@@ -181,7 +182,7 @@ def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
         print(json.dumps([status("VmHWM") - base, memory_needed(c.n_tokens, D, W, K, lanes_layout=False, extras=False)]))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+                         env=measured_child_env(JAX_PLATFORMS="cpu"), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     grew, need = json.loads(out.stdout.strip().splitlines()[-1])
     assert grew > 100 << 20  # the products were allocated (about 200 MB)

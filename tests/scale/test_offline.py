@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from child_env import measured_child_env
 
 import topicjax as tj
 from topicjax import regularizers as R
@@ -87,7 +88,7 @@ print(json.dumps({"peak": kb(), "nnz": nnz}))
 
 
 def _measure(how, n_docs):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
+    env = measured_child_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", SCRIPT, how, str(n_docs)], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -134,7 +135,7 @@ def test_peak_memory_does_not_grow_with_passes():
     and one malloc arena (``topicjax._malloc``) lets the blocks freed by one thread serve the
     others (measured: +6-9 MB from 2 to 8 passes; with glibc's default arenas +140-175 MB, and
     1.9 GiB instead of 1.1 GiB at NYTimes size)."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS="2", PYTHONPATH=str(ROOT))
+    env = measured_child_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="2", PYTHONPATH=str(ROOT))
     env.pop("MALLOC_ARENA_MAX", None)
     out = subprocess.run([sys.executable, "-c", PASSES_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from child_env import measured_child_env
 
 from topicjax import Corpus, CorpusError, datasets
 from topicjax.core import em, layout
@@ -280,7 +281,7 @@ def test_peak_memory_does_not_grow_with_the_corpus(tmp_path):
     stores = {n: streaming.write_store([corpus] * n, tmp_path / f"x{n}", batch_size=500) for n in (1, 10)}
     grown = (stores[10].nnz - stores[1].nnz) * 8  # bytes of word ids + counts added on disk
     assert grown > 60e6
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = measured_child_env(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = {}
     for n, st in stores.items():
         out = subprocess.run([sys.executable, "-c", MEASURE, str(st.folder)], env=env, capture_output=True,
