@@ -201,6 +201,7 @@ def test_topic_posterior_eq18_and_token_shares(tiny):
     pi, tau, beta = params
     corpus = Corpus.from_dense(counts)
     data = theme_layout(corpus, 2)
+    assert data.doc is None  # the scans read each piece's document (layout.slot_docs)
     got = np.asarray(doc_topic_posterior(_jax_params(params), data, corpus.n_docs))
     joint = np.array([[np.prod(beta[k] ** row) * (pi @ tau)[k] for k in range(3)] for row in counts])  # eq. 18
     np.testing.assert_allclose(got, joint / joint.sum(1, keepdims=True), rtol=1e-5)

@@ -78,6 +78,12 @@ def test_sparse_sums_equal_float64_products_and_xla(X):
     xw = sweeps.xla_sums(jnp.asarray(table_d), data, W, by_doc=False)
     np.testing.assert_allclose(by_doc, np.asarray(xd), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(by_word, np.asarray(xw), rtol=1e-5, atol=1e-4)
+    # without the doc array (theme_layout's layout): each slot's document from its piece's
+    nodoc = data._replace(doc=None)
+    np.testing.assert_allclose(np.asarray(sweeps.xla_sums(jnp.asarray(table_w), nodoc, D, by_doc=True)), want_doc,
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(sweeps.xla_sums(jnp.asarray(table_d), nodoc, W, by_doc=False)), want_word,
+                               rtol=1e-5, atol=1e-4)
 
 
 @needs_kernel

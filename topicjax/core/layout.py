@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "DEFAULT_CHUNK", "ACCEL_CHUNK", "PIECE"]
+__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "chunk_docs", "slot_docs", "DEFAULT_CHUNK", "ACCEL_CHUNK", "PIECE"]
 
 #: Default number of slots (non-zeros plus padding) per stored chunk.  The E-step re-blocks the
 #: chunks to a size that suits the number of topics and the backend (see :func:`expected_counts`).
@@ -139,6 +139,22 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
     return (doc, word.reshape(n_chunks, k * width),
             count.reshape(n_chunks, k * width), piece_doc.reshape(n_chunks, k))
 
+
+
+def chunk_docs(data):
+    """What a ``lax.scan`` over the chunks of ``data`` reads for its slots' documents: ``doc``, or
+    ``piece_doc`` of a layout without it (``prepare(..., with_doc=False)``), whose per-chunk rows
+    :func:`slot_docs` turns into one id per slot inside the scan (a chunk's worth at a time, so
+    that no array as large as the counts is ever held for the documents)."""
+    return data.piece_doc if data.doc is None else data.doc
+
+
+def slot_docs(docs, n_slots: int):
+    """The document of each of a chunk's ``n_slots`` slots from its row of :func:`chunk_docs`:
+    the row itself (``doc``), or each piece's document repeated over the piece's slots."""
+    if docs.shape[-1] == n_slots:
+        return docs
+    return jnp.repeat(docs, n_slots // docs.shape[-1], axis=-1, total_repeat_length=n_slots)
 
 
 def reweight_docs(data, weights):

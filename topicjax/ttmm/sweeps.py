@@ -24,10 +24,13 @@ CHUNK_VALUES = 1 << 22
 
 
 def theme_layout(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocWordCounts:
-    """:func:`topicjax.core.layout.prepare` with a chunk size suited to J: each chunk gathers chunk x J values."""
+    """:func:`topicjax.core.layout.prepare` with a chunk size suited to J (each chunk gathers chunk
+    x J values), without the ``doc`` array: the compiled kernel reads a piece's document from
+    ``piece_doc``, and so do the scans of the pure-JAX sums, a chunk at a time
+    (:func:`topicjax.core.layout.slot_docs`)."""
     if chunk is None:
         chunk = int(np.clip(CHUNK_VALUES // max(int(n_themes), 1), 1024, layout.DEFAULT_CHUNK))
-    return layout.prepare(corpus, chunk)
+    return layout.prepare(corpus, chunk, with_doc=False)
 
 
 def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
@@ -59,12 +62,13 @@ def xla_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
     """:func:`sparse_sums` in pure JAX: a scan of scatter-adds over the chunks."""
 
     def body(acc, chunk):
-        d, w, n = chunk
+        docs, w, n = chunk
+        d = layout.slot_docs(docs, n.shape[0])
         dst, src = (d, w) if by_doc else (w, d)
         return acc.at[dst].add(n[:, None] * table[src]), None
 
     acc0 = jnp.zeros((n_out, table.shape[1]), table.dtype)
-    out, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
+    out, _ = jax.lax.scan(body, acc0, (layout.chunk_docs(data), data.word, data.count))
     return out
 
 
@@ -164,13 +168,14 @@ def _token_topic_shares_impl(params: TTMMParams, data: DocWordCounts, n_docs: in
     beta_t = beta.T  # (W, K)
 
     def body(acc, chunk):
-        d, w, n = chunk
+        docs, w, n = chunk
+        d = layout.slot_docs(docs, n.shape[0])
         # Σ_j P_dj Q_jkw = β_kw Σ_j (P_dj / A_jw) τ_jk: a (B, J) @ (J, K) product per chunk
         v = ((P[d] * inv_a[w]) @ tau) * beta_t[w] * n[:, None]
         return acc.at[d].add(v), None
 
     acc0 = jnp.zeros((n_docs, tau.shape[1]), tau.dtype)
-    acc, _ = jax.lax.scan(body, acc0, (data.doc, data.word, data.count))
+    acc, _ = jax.lax.scan(body, acc0, (layout.chunk_docs(data), data.word, data.count))
     return acc / jnp.maximum(acc.sum(1, keepdims=True), EPS)
 
 
