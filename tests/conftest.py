@@ -24,10 +24,15 @@ def _share_compiled_programs() -> None:
     memory than one compiled.  A cache set by the caller is kept (then nothing is removed)."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
+    if importlib.util.find_spec("filelock") is None:  # the test extras install it; without, no sharing
+        return
     folder = tempfile.mkdtemp(prefix="topicjax-tests-jit-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
     # every program, also those compiled in under JAX's default minimum of a second
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    # A size limit makes JAX read and write entries under a file lock (the filelock package):
+    # without it, a process could read an entry that another is still writing.
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
     atexit.register(shutil.rmtree, folder, True)
 
 
