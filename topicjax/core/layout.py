@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "chunk_docs", "slot_docs", "DEFAULT_CHUNK", "ACCEL_CHUNK", "PIECE"]
+__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "chunk_docs", "slot_docs", "DEFAULT_CHUNK",
+           "ACCEL_CHUNK", "PIECE"]
 
 #: Default number of slots (non-zeros plus padding) per stored chunk.  The E-step re-blocks the
 #: chunks to a size that suits the number of topics and the backend (see :func:`expected_counts`).
@@ -51,8 +52,9 @@ class DocWordCounts(NamedTuple):
     with padding of count 0): :func:`expected_counts` then uses its unsliced kernel.  Code that
     only rescales counts, like ``data._replace(count=data.count * mask[data.doc])``, keeps the
     layout valid.  ``doc`` may be ``None`` in the sliced layout (``prepare(..., with_doc=False)``,
-    what the EM family's fits use): its kernels read a piece's document from ``piece_doc``, and
-    ``doc``, as large as the counts, would only take memory.
+    what the fits of the EM family and of TTMM use): its kernels read a piece's document from
+    ``piece_doc``, scans over the chunks do so a chunk at a time (:func:`chunk_docs`,
+    :func:`slot_docs`), and ``doc``, as large as the counts, would only take memory.
     """
 
     doc: Int[Array, "C B"] | None
