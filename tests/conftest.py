@@ -24,15 +24,13 @@ def _share_compiled_programs() -> None:
     memory than one compiled.  A cache set by the caller is kept (then nothing is removed)."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return
-    if importlib.util.find_spec("filelock") is None:  # the test extras install it; without, no sharing
-        return
     folder = tempfile.mkdtemp(prefix="topicjax-tests-jit-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
     # every program, also those compiled in under JAX's default minimum of a second
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    # A size limit makes JAX read and write entries under a file lock (the filelock package):
-    # without it, a process could read an entry that another is still writing.
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
+    # No size limit: with one, JAX locks the folder (filelock) and lists it at every write, which
+    # took the suite from 15 to over 20 minutes.  Entries are then written in place; a process
+    # that read one while another wrote it would warn and compile the program itself.
     atexit.register(shutil.rmtree, folder, True)
 
 
