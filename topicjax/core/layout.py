@@ -153,9 +153,7 @@ def chunk_docs(data):
 
 def slot_docs(docs, n_slots: int):
     """The document of each of a chunk's ``n_slots`` slots from its row of :func:`chunk_docs`:
-    the row itself (``doc``), or each piece's document repeated over the piece's slots."""
-    if docs.shape[-1] == n_slots:
-        return docs
+    each piece's document repeated over the piece's slots (a row of ``doc`` comes back as it is)."""
     return jnp.repeat(docs, n_slots // docs.shape[-1], axis=-1, total_repeat_length=n_slots)
 
 
