@@ -55,7 +55,8 @@ BATCH = 1000  # documents per batch of the store (the sharded fit reads by devic
 
 # ============================================================================ the store
 def store_folder(a) -> Path:
-    return Path(a.workdir) / f"store-{a.size}-T{a.corpus_topics}-s{a.seed}"
+    docs = "" if a.docs is None else f"-D{a.docs}"
+    return Path(a.workdir) / f"store-{a.size}{docs}-T{a.corpus_topics}-s{a.seed}"
 
 
 def prepare_store(a) -> Path:
@@ -63,11 +64,14 @@ def prepare_store(a) -> Path:
     import topicjax as tj
     from topicjax.scale.store import write_store
 
+    if a.store is not None:
+        return Path(a.store)
     folder = store_folder(a)
     if (folder / "meta.json").is_file():
         return folder
     t0 = time.perf_counter()
-    parts = tj.datasets.lda_corpus_parts(**SIZES[a.size], n_topics=a.corpus_topics, seed=a.seed).parts
+    size = dict(SIZES[a.size], **({} if a.docs is None else dict(n_docs=a.docs)))
+    parts = tj.datasets.lda_corpus_parts(**size, n_topics=a.corpus_topics, seed=a.seed).parts
     store = write_store(parts, folder, batch_size=BATCH)
     print(f"store {folder}: {store.n_docs} documents, {store.n_words} words, {store.nnz} non-zeros, "
           f"{store.n_tokens} tokens, written in {time.perf_counter() - t0:.1f} s", flush=True)
@@ -178,6 +182,11 @@ def parse(argv):
     p.add_argument("--topics", type=int, default=None, help="topics of the fit (default 100; 10 with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
     p.add_argument("--workdir", default="/tmp/topicjax_bench_distributed", help="cache of the store and results")
+    p.add_argument("--docs", type=int, default=None,
+                   help="the first N documents' worth of the size (same vocabulary and lengths): with few "
+                        "documents the peaks are the part that does not grow with the corpus")
+    p.add_argument("--store", default=None, help="an existing batch store to fit instead of the generated one "
+                                                 "(e.g. the PubMed-sized store of bench_online.py)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per fit before it is killed")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)

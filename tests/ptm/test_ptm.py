@@ -373,7 +373,11 @@ def assert_same_fit(a, b):
     np.testing.assert_allclose(a.phi_, b.phi_, rtol=1e-6, atol=1e-7)
     assert a.n_iter_ == b.n_iter_
     assert a.bic_ == pytest.approx(b.bic_, rel=1e-9)
-    np.testing.assert_allclose(a.bic_history_, b.bic_history_, rtol=1e-9)
+    # the initial BIC is that of the initial state, whose float32 parameters a batched init
+    # computes with its reductions in another order: equal to float32 round-off (7.7e-9 relative
+    # measured on the pure-XLA path), the later BICs to 1e-9
+    np.testing.assert_allclose(a.bic_history_[:1], b.bic_history_[:1], rtol=1e-7)
+    np.testing.assert_allclose(a.bic_history_[1:], b.bic_history_[1:], rtol=1e-9)
     for key in ("u_flips", "v_flips"):
         assert [h[key] for h in a.history_] == [h[key] for h in b.history_]
 

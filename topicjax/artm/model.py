@@ -58,6 +58,7 @@ from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
 from topicjax.regularizers.base import check_regularizers
 from topicjax.regularizers.schedules import Table, check_values, from_spec as schedule_from_spec, is_number
+from topicjax.core.compiled import jit
 
 __all__ = ["ARTM", "check_regularizers", "check_scores"]
 
@@ -72,7 +73,7 @@ def check_scores(value, name="scores"):
     return value
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
+@functools.partial(jit, static_argnums=(3, 4, 5, 6, 7))
 def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg):
     """The initial states of one model per key (module level: compiled once per shape and
     regularizer structure, not once per fit)."""

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -53,13 +52,14 @@ from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.regularizers import Context
 from topicjax.core import online
+from topicjax.core.compiled import jit
 
 __all__ = ["PartialFitMixin", "DEFAULT_DOC_PASSES"]
 
 #: Θ iterations per batch when ``doc_passes`` is None (BigARTM's ``num_document_passes``)
 DEFAULT_DOC_PASSES = 10
 
-_step = jax.jit(online.batch_step, static_argnums=(4, 5))
+_step = jit(online.batch_step, static_argnums=(4, 5))
 
 
 def _pow2(n: int) -> int:

@@ -10,7 +10,8 @@
 * :mod:`~topicjax.core.checkpoint` -- checkpoint and resume of every fit;
   :mod:`~topicjax.core.environment` -- the ``TOPICJAX_*`` environment variables.
 
-The other modules (numerics, validation, the online step, sharding) are internal.
+The other modules (numerics, validation, the online step, sharding, compiled: ``jax.jit`` with the
+compiler options of every program topicjax compiles) are internal.
 """
 
 from topicjax.core import checkpoint, driver, em, environment, errors, estep, kernels, layout, mstep, random

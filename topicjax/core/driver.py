@@ -60,6 +60,7 @@ import numpy as np
 
 from topicjax.core import numerics
 from topicjax.core.errors import NumericalError
+from topicjax.core.compiled import jit
 
 __all__ = ["Algorithm", "run", "run_host", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE",
            "MODES", "default_mode", "BLOCK", "flatten_records"]
@@ -135,23 +136,23 @@ def _block_impl(algo: Algorithm, static, size: int, state, args, prev, has_prev,
     return state, prev, has_prev, n, status, {"objective": obj_buf, **bufs}
 
 
-_block = jax.jit(_block_impl, static_argnames=("algo", "static", "size"))
+_block = jit(_block_impl, static_argnames=("algo", "static", "size"))
 # the same program writing the new state into the old state's buffers (``run(..., donate=True)``)
-_block_donating = jax.jit(_block_impl, static_argnames=("algo", "static", "size"), donate_argnames=("state",))
+_block_donating = jit(_block_impl, static_argnames=("algo", "static", "size"), donate_argnames=("state",))
 
 
 def _initial_measure(algo, static, state, args):
     return algo.objective(state, args, static)
 
 
-_initial = jax.jit(_initial_measure, static_argnames=("algo", "static"))
+_initial = jit(_initial_measure, static_argnames=("algo", "static"))
 
 
 def _restore_impl(algo, static, state, args):
     return algo.restore(state, args, static)
 
 
-_restore = jax.jit(_restore_impl, static_argnames=("algo", "static"))
+_restore = jit(_restore_impl, static_argnames=("algo", "static"))
 
 
 def _check_rollback(algo: Algorithm):
@@ -353,7 +354,7 @@ def run_fixed(algo: Algorithm, static, state, args, *, max_iter: int, tol: float
     return state, recs, n, status
 
 
-_fixed_jit = jax.jit(_fixed_impl, static_argnames=("algo", "static", "max_iter"))
+_fixed_jit = jit(_fixed_impl, static_argnames=("algo", "static", "max_iter"))
 
 
 def default_mode() -> str:
@@ -389,7 +390,7 @@ def _many_impl(algo, static, max_iter, mode, vmap_size, batched, n_dev, states, 
     return run_models(states, args_b, args_s)
 
 
-_many_jit = jax.jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "vmap_size", "batched", "n_dev"))
+_many_jit = jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "vmap_size", "batched", "n_dev"))
 
 
 @numerics.full_precision

@@ -52,6 +52,7 @@ from topicjax.core.driver import Algorithm
 from topicjax.core.layout import reweight_docs
 from topicjax.core.sharding import host_array, replicate
 from topicjax.regularizers import Context, as_regularizer
+from topicjax.core import compiled
 
 __all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "place", "doc_columns", "step",
            "make_step", "infer_theta", "health", "penalties", "theta_passes", "ARTM_EM"]
@@ -157,8 +158,8 @@ def place(state: EMState, data) -> EMState:
         return is_doc.astype(alive_dtype), jnp.zeros(width, bool)
 
     state = replicate(data.mesh, state._replace(theta=None, doc_alive=None, dead_docs=None))
-    doc_alive, dead_docs = jax.jit(docs, out_shardings=(replicated, replicated))()
-    return state._replace(theta=jax.jit(theta, out_shardings=data.theta_sharding)(), doc_alive=doc_alive,
+    doc_alive, dead_docs = compiled.jit(docs, out_shardings=(replicated, replicated))()
+    return state._replace(theta=compiled.jit(theta, out_shardings=data.theta_sharding)(), doc_alive=doc_alive,
                           dead_docs=dead_docs)
 
 
@@ -269,7 +270,7 @@ def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit:
             state = state._replace(params=reg.params)
         return step(state, data, reg, aux, cfg)
 
-    return jax.jit(one) if jit else one
+    return compiled.jit(one) if jit else one
 
 
 def health(state: EMState, update_phi: bool = True):
@@ -304,7 +305,7 @@ def _infer(phi, data, n_docs, reg, n_iter, params, topic_alive, aux, cfg):
     return state.theta
 
 
-_infer_jit = numerics.full_precision(jax.jit(_infer, static_argnames=("n_docs", "n_iter", "cfg")))
+_infer_jit = numerics.full_precision(compiled.jit(_infer, static_argnames=("n_docs", "n_iter", "cfg")))
 
 
 # ----------------------------------------------------------------------------- for the drivers

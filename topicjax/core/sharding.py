@@ -53,6 +53,7 @@ from jax.sharding import PartitionSpec as P
 
 from topicjax.core import estep, layout
 from topicjax.data.entries import CorpusError
+from topicjax.core.compiled import jit
 
 __all__ = ["AXIS", "RangeCorpus", "ShardedCounts", "make_mesh", "shard", "replicate", "host_array", "device_ranges",
            "document_blocks", "chunks_per_device"]
@@ -175,7 +176,7 @@ class ShardedCounts:
             (n_d, n_w), _ = jax.lax.scan(add, zeros, (word, count, piece_doc))
             return jax.lax.psum(n_d, AXIS), jax.lax.psum(n_w, AXIS)
 
-        f = jax.jit(_shard_map(local, self.mesh, (P(AXIS), P(AXIS), P(AXIS)), (P(), P())))
+        f = jit(_shard_map(local, self.mesh, (P(AXIS), P(AXIS), P(AXIS)), (P(), P())))
         n_d, n_w = f(self.word, self.count, self.piece_doc)
         return host_array(n_d).astype(np.int64), host_array(n_w).astype(np.int64)
 

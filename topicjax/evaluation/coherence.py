@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .window_counts import COUNTINGS, window_counts
+from topicjax.core.compiled import jit
 
 __all__ = ["reference_coherence", "topic_word_ids", "MEASURES", "DEFAULT_WINDOWS", "EPSILON"]
 
@@ -167,7 +168,7 @@ def topic_word_ids(topics, ref_vocab: Sequence[str], *, vocab=None, top_n: int =
 
 
 # ----------------------------------------------------------------------------- scores
-@partial(jax.jit, static_argnames=("measure", "gamma"))
+@partial(jit, static_argnames=("measure", "gamma"))
 def _scores(n, occ, co, top, eps, *, measure: str, gamma: float):
     """Coherence of every topic (rows of ``top``: indices into the counted words); float64."""
     n = n.astype(jnp.float64)

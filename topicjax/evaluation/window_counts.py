@@ -45,6 +45,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from topicjax.core.compiled import jit
 
 __all__ = ["WindowCounts", "window_counts", "COUNTINGS"]
 
@@ -112,7 +113,7 @@ def _intervals(u, doc, pos, length, window, counting, n_union):
     return u[keep], doc[keep], pos[keep], a[keep], b[keep]
 
 
-@partial(jax.jit, static_argnames=("n_occ", "n_union"))
+@partial(jit, static_argnames=("n_occ", "n_union"))
 def _count_pairs(u, doc, a, b, n_shifts, *, n_occ, n_union):
     """Occurrences and co-occurrences from the intervals of ``n_occ`` occurrences sorted by
     document and position.  The arrays hold at least ``n_shifts`` padding entries after them

@@ -20,6 +20,7 @@ from .masks import diagonal_scan
 from .draw import inverse_cdf
 from .parallel import denominator
 from .state import Config, State, canonical
+from topicjax.core.compiled import jit
 
 __all__ = ["Averages", "sample_means", "add_sample", "accumulate", "loglik_tokens", "collapsed_loglik", "no_evidence",
            "gibbs_fold_in", "enumerate_lda_posterior"]
@@ -72,12 +73,12 @@ def sample_means(state: State, cfg: Config):
                                      max_doc_len=0, max_word_count=0))
 
 
-@partial(jax.jit, static_argnames=("cfg",))
+@partial(jit, static_argnames=("cfg",))
 def _means_jit(state, cfg):
     return _sample_means(state, cfg)
 
 
-@jax.jit
+@jit
 def add_sample(avg: Averages, phi, theta, live) -> Averages:
     return Averages(
         jnp.where(live[None, :], avg.phi_sum + phi, 0.0),
@@ -99,7 +100,7 @@ def accumulate(avg: Averages | None, state: State, cfg: Config) -> Averages:
 BLOCK = 1 << 16
 
 
-@jax.jit
+@jit
 def loglik_tokens(phi, theta, doc, word):
     """Σ n_dw log Σ_k φ_wk θ_dk (eq. 4 of ARTM, the training log-likelihood of a point estimate)
     summed over the token stream (a token is an entry of count 1: Σ_i log Σ_k φ_{w_i k} θ_{d_i k}),
@@ -139,7 +140,7 @@ def collapsed_loglik(state: State, cfg: Config) -> float:
     return float(np.sum(np.asarray(_collapsed_jit(state, cfg), np.float64)))
 
 
-@partial(jax.jit, static_argnames=("cfg",))
+@partial(jit, static_argnames=("cfg",))
 def _collapsed_jit(state: State, cfg: Config):
     den = denominator(state, cfg, state.phi_bar)
     n_k = state.n_k.astype(jnp.float32)
@@ -183,7 +184,7 @@ def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool
 
 
 # ============================================================================ document completion
-@partial(jax.jit, static_argnames=("n_sweeps", "burn_in", "focused"))
+@partial(jit, static_argnames=("n_sweeps", "burn_in", "focused"))
 def gibbs_fold_in(key, phi, c_train, d_train, alpha, eta, delta, sigma, doc, word, n_d, n_docs_arr,
                    n_sweeps: int, burn_in: int, focused: bool):
     """Sample the topics of new documents with Φ fixed (exact sequential sweeps) and return the

@@ -12,6 +12,7 @@ from jax.scipy.special import gammaln
 
 from .ibp import ibp_harmonic, ibp_log_likelihood, log_marginal_w, log_marginal_z
 from .state import TINY, Config, State, canonical
+from topicjax.core.compiled import jit
 
 __all__ = ["slice_log", "gamma_draw", "mh_log", "count_histogram", "token_count_histogram", "loggamma_sum", "hyper_step", "hyper_update"]
 
@@ -199,7 +200,7 @@ def hyper_step(key, state: State, cfg: Config, tokens=None) -> State:
     return state
 
 
-@partial(jax.jit, static_argnames=("cfg",))
+@partial(jit, static_argnames=("cfg",))
 def _hyper_jit(state: State, key, cfg: Config, tokens) -> State:
     return hyper_step(key, state, cfg, tokens)
 

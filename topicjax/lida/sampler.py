@@ -29,6 +29,7 @@ from .draw import inverse_cdf, mix32, uniform_from_bits
 from .masks import topic_step, word_step
 from .parallel import assign_parallel, denominator
 from .state import Config, State, Tokens, pow2
+from topicjax.core.compiled import jit
 
 __all__ = ["sweep", "assign_exact", "assign_stale", "mask_step"]
 
@@ -174,7 +175,7 @@ def mask_step(state: State, key, tokens: Tokens, cfg: Config):
     return _masks_jit(state, key, tokens, _normalised(cfg))
 
 
-@partial(jax.jit, static_argnames=("cfg",))
+@partial(jit, static_argnames=("cfg",))
 def _masks_jit(state: State, key, tokens: Tokens, cfg: Config):
     k_t, k_w, _ = jax.random.split(key, 3)
     theta_bar, phi_bar = state.theta_bar, state.phi_bar
@@ -221,11 +222,11 @@ def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: in
     return _assign_jit(state, key, tokens, cfg, n_active, ffi)
 
 
-_sweep_jit = jax.jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"))
-_sweep_jit_donated = jax.jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"), donate_argnums=0)
+_sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"))
+_sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"), donate_argnums=0)
 
 
-@partial(jax.jit, static_argnames=("cfg", "n_active", "ffi"))
+@partial(jit, static_argnames=("cfg", "n_active", "ffi"))
 def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool = False) -> State:
     k_z = jax.random.split(key, 3)[2]
     if cfg.mode == "exact":

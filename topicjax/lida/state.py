@@ -22,6 +22,7 @@ from jax import lax
 from topicjax.core.numerics import EPS
 from topicjax.data.corpus import Corpus
 from .layout import Blocks, make_blocks
+from topicjax.core.compiled import jit
 
 __all__ = ["Config", "Tokens", "State", "VARIANTS", "HYPER", "MODES", "BIG", "TINY", "make_tokens",
            "count_tables", "init_state", "grow_state", "pow2", "canonical"]
@@ -139,7 +140,7 @@ class State(NamedTuple):
 COUNT_BLOCK = 1 << 20
 
 
-@partial(jax.jit, static_argnames=("D", "V", "K"))
+@partial(jit, static_argnames=("D", "V", "K"))
 def count_tables(z, doc, word, D, V, K):
     """(n_dk, n_wk, n_k) of the assignments ``z``, counted a block of tokens at a time: a scatter
     over all N tokens at once holds its (N, 2) indices and updates (20 bytes per token, 2 GB at
@@ -159,7 +160,7 @@ def count_tables(z, doc, word, D, V, K):
     return lax.fori_loop(0, -(-N // blk), body, zeros)
 
 
-@partial(jax.jit, static_argnames=("n", "k"))
+@partial(jit, static_argnames=("n", "k"))
 def uniform_topics(key, n: int, k: int):
     """``n`` topics uniform in ``[0, k)`` (int32), drawn a block of :data:`COUNT_BLOCK` at a time
     (block ``b`` from ``fold_in(key, b)``): ``jax.random.randint`` over all tokens at once holds

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from topicjax.core import environment
+from topicjax.core import compiled, environment
 from topicjax.core import validation as V
 from .state import HYPER
 from .evaluate import BLOCK
@@ -94,6 +94,14 @@ SETUP_PER_TOKEN_KERNEL = 24
 SWEEP_PER_TOKEN = {"parallel": 12, "exact": 20, "stale": 120}
 
 
+def loglik_arrays() -> int:
+    """(block x K_max) float32 arrays the training log-likelihood's products hold at once: one
+    in the programs compiled with topicjax's options (:mod:`topicjax.core.compiled`: XLA's own
+    fusions, XLA's memory analysis and the process's resident memory agree), three with jaxlib's
+    defaults on CPU (XLA counts two; YNNPACK's fusions allocate a third beside them)."""
+    return 1 if compiled.compiler_options() else 3
+
+
 def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_rows: int | None = None,
                  mode: str = "parallel", loglik: bool = True, lanes_layout: bool = True, extras: bool = True) -> dict:
     """The bytes of a LIDA fit, part by part: ``{"held": {...}, "per sweep": {...}, "setup": n}``.
@@ -110,9 +118,10 @@ def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_r
     state and its count histograms: 10 per cell, and 20 per token where the histograms are taken
     over the tokens, else 4), the posterior means (5 per cell of (words + documents) x K_max) and,
     every ``eval_every`` sweeps (``loglik``), the training log-likelihood over the token stream,
-    whose products φ_w θ_d of one block of :data:`~topicjax.lida.evaluate.BLOCK` tokens take three
-    (block x K_max) float32 arrays (XLA's memory analysis counts two, the process's resident memory
-    grows by three).  *Setup*: :data:`SETUP_PER_TOKEN` (:data:`SETUP_PER_TOKEN_KERNEL` without the
+    whose products φ_w θ_d of one block of :data:`~topicjax.lida.evaluate.BLOCK` tokens take
+    :func:`loglik_arrays` (block x K_max) float32 arrays and 64 bytes per token of the block (XLA
+    counts 60: its slices of the stream, the sums, their logarithms), beside the posterior means it
+    reads.  *Setup*: :data:`SETUP_PER_TOKEN` (:data:`SETUP_PER_TOKEN_KERNEL` without the
     lane layout) while the token stream is built, before the rest.
     The coefficients are XLA's own counts (``compiled.memory_analysis()``) of the compiled
     programs, rounded up; ``tests/lida/test_lida_limits.py`` compares the total with both those
@@ -129,7 +138,7 @@ def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_r
     per_token_hyper = 20 if max(D, R) * K > N else 4
     per_sweep = {"sweep": 12 * dr + SWEEP_PER_TOKEN[mode] * N, "hyperparameter update": 10 * dr + per_token_hyper * N,
                  "posterior means": 5 * wd,
-                 "log-likelihood products": 12 * block * (K + 1) if loglik else 0}
+                 "log-likelihood products": (4 * loglik_arrays() * (K + 1) + 64) * block + 5 * wd if loglik else 0}
     setup = SETUP_PER_TOKEN if lanes_layout else SETUP_PER_TOKEN_KERNEL
     return {"held": held, "per sweep": per_sweep, "setup": setup * N}
 

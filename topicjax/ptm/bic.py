@@ -60,6 +60,7 @@ from jax.scipy.special import gammaln
 
 from topicjax.core import numerics
 from topicjax.ptm import kernels as ptm_kernels
+from topicjax.core.compiled import jit
 
 __all__ = [
     "BIC_KINDS",
@@ -225,7 +226,7 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
     return doc_cost, topic_cost, word_cost, jnp.sum(Nj), jnp.sum(tm)
 
 
-@partial(jax.jit, static_argnames=("kind",))
+@partial(jit, static_argnames=("kind",))
 def bic_terms(data, doc_length, u, v, alpha, beta, beta0, topic_mask, *, kind: str = "2014") -> BICTerms:
     """All terms of the BIC as one jit-compiled function of (counts, switches, parameters).
 

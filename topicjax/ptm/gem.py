@@ -16,6 +16,7 @@ from topicjax.core import numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
 from topicjax.ptm.layout import PTMData, row_sums, word_sums
+from topicjax.core.compiled import jit
 
 __all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step_alpha_beta", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
@@ -250,7 +251,7 @@ def _v_round(data: PTMData, kind, n_on, n_off, newton_iters, doc_candidates, u, 
     return v_new, alpha_new, k, change, r["S1"], r["S2"]
 
 
-@partial(jax.jit, static_argnames=("kind", "newton_iters"))
+@partial(jit, static_argnames=("kind", "newton_iters"))
 def v_flip_scores(state: PTMState, data: PTMData, kind: str = "2014", newton_iters: int = 6):
     """BIC change of flipping each topic switch ``v_jd`` alone, ``(D, P)`` (``+inf`` where not
     allowed), every switch of every document evaluated at once by the same masked computation
@@ -319,7 +320,7 @@ def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
     return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, state.iteration + 1, n_u, n_v)
 
 
-_gem_step_jit = jax.jit(gem_step_impl, static_argnames=("cfg",))
+_gem_step_jit = jit(gem_step_impl, static_argnames=("cfg",))
 
 
 @numerics.full_precision
@@ -336,7 +337,7 @@ def state_bic(state: PTMState, data: PTMData, kind: str) -> float:
     return pb.bic_total(terms, kind)
 
 
-_structure_jit = jax.jit(pb.structure_costs, static_argnames=("kind",))
+_structure_jit = jit(pb.structure_costs, static_argnames=("kind",))
 
 
 # =============================================================================== initialisation
@@ -384,7 +385,7 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, z, z, z)
 
 
-_init_jit = jax.jit(_init_impl, static_argnames=("n_topics", "n_pad", "n_init_docs"))
+_init_jit = jit(_init_impl, static_argnames=("n_topics", "n_pad", "n_init_docs"))
 
 
 def padded_topics(n_topics: int, multiple: int = 8) -> int:
@@ -424,7 +425,7 @@ def _infer_alpha_impl(data: PTMData, B, n_iter: int, topic_mask):
     return a
 
 
-_infer_alpha_jit = numerics.full_precision(jax.jit(_infer_alpha_impl, static_argnames=("n_iter",)))
+_infer_alpha_jit = numerics.full_precision(jit(_infer_alpha_impl, static_argnames=("n_iter",)))
 
 
 def infer_alpha(data: PTMData, B, n_iter: int = 50, topic_mask=None):
@@ -446,4 +447,4 @@ def _loglik_docs_impl(data: PTMData, B, alpha):
     return row_sums(data.docs, fn, alpha, D)[0]
 
 
-loglik_docs = numerics.full_precision(jax.jit(_loglik_docs_impl))
+loglik_docs = numerics.full_precision(jit(_loglik_docs_impl))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,6 +16,7 @@ from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import PTMState, TINY, doc_mass, e_step, effective_topics, init_state, ml_scores, padded_topics
 from topicjax.ptm.layout import PTMData, ptm_data
 from topicjax.ptm.model import PTM, check_fit_corpus
+from topicjax.core.compiled import jit
 
 __all__ = ["OrderSelection", "reduce_topics", "select_order"]
 
@@ -96,7 +96,7 @@ def _reduce_impl(state: PTMState, data: PTMData, keep, n_pad_new: int):
     return PTMState(beta, u, alpha, v, tm, x, ll, s1, s2, z, z, z)
 
 
-_reduce_jit = jax.jit(_reduce_impl, static_argnames=("n_pad_new",))
+_reduce_jit = jit(_reduce_impl, static_argnames=("n_pad_new",))
 
 
 def reduce_topics(state: PTMState, data: PTMData, n_remove: int) -> PTMState:

@@ -63,6 +63,7 @@ from topicjax.regularizers import Context, as_regularizer
 from topicjax.regularizers.base import check_regularizers
 from topicjax.scale.online import _batch_data, _Prefetch
 from topicjax.scale.store import Batch, BatchStore
+from topicjax.core.compiled import jit
 
 __all__ = ["fit_store"]
 
@@ -88,7 +89,7 @@ def _cols(a, start, n):
     return jax.lax.dynamic_slice_in_dim(a, start, n, axis=a.ndim - 1)
 
 
-@functools.partial(jax.jit, static_argnames=("doc_passes", "remove"), donate_argnames=("g_phi", "g_theta", "theta"))
+@functools.partial(jit, static_argnames=("doc_passes", "remove"), donate_argnames=("g_phi", "g_theta", "theta"))
 def _batch_pass(phi, theta, g_phi, g_theta, data, start, real, alive_t, alive_d, reg_b, it, doc_passes, remove):
     """Step 1 of the module docstring for one batch (columns ``start .. start + n`` of Θ, of
     which those where ``real`` are the batch's documents): ``(ll, g_phi, g_theta, theta)``."""
@@ -114,7 +115,7 @@ def _batch_pass(phi, theta, g_phi, g_theta, data, start, real, alive_t, alive_d,
     return ll, g_phi + gp, g_theta, theta
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), donate_argnames=("state",))
+@functools.partial(jit, static_argnames=("cfg",), donate_argnames=("state",))
 def _m_step(state, counts, reg, aux, cfg):
     return em.step(state, counts, reg, aux, cfg)
 

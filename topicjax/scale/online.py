@@ -50,6 +50,7 @@ from topicjax.regularizers import Context, as_regularizer
 from topicjax.regularizers.base import check_regularizers
 from topicjax.scale.convert import convert_uci, convert_vw  # noqa: F401 - the import path of the first releases
 from topicjax.scale.store import Batch, BatchStore, write_store  # noqa: F401 - idem
+from topicjax.core.compiled import jit
 
 __all__ = ["fit_online", "infer_theta"]
 
@@ -85,7 +86,7 @@ def _batch_source(offsets: np.ndarray, store: BatchStore, i: int, n_docs: int) -
     return RangeCorpus(_batch_offsets(offsets, store, i, n_docs), read, source=f"{store.folder} batch {i}")
 
 
-@jax.jit
+@jit
 def _tokens(count):
     """The tokens of a (sharded) batch: its integer counts added up (an all-reduce over the mesh)."""
     return jnp.sum(jnp.round(count).astype(jnp.int32))

@@ -13,6 +13,7 @@ from topicjax.core import driver, numerics
 from topicjax.core.layout import DocWordCounts
 from topicjax.ttmm.params import TTMMParams, random_params
 from topicjax.ttmm.sweeps import EPS, normalize_rows, theme_terms, word_sums
+from topicjax.core.compiled import jit
 
 __all__ = ["TTMMEMState", "em_init", "em_step", "em_step_impl", "TTMM_EM", "loglik_measure", "loglik_value",
            "converged_double"]
@@ -51,7 +52,7 @@ def em_step_impl(state: TTMMEMState, data: DocWordCounts) -> TTMMEMState:
     )
 
 
-em_step = numerics.full_precision(jax.jit(em_step_impl))
+em_step = numerics.full_precision(jit(em_step_impl))
 em_step.__doc__ = """One EM iteration (E-step eq. 6-7, M-step eq. 8-11); ``(state, data) -> state``.
 
 Never builds the J x K x W tensor Q: see the module docstring for the factored sums.  The returned

@@ -20,6 +20,7 @@ from topicjax.ttmm import sgd
 from topicjax.ttmm.params import TTMMParams, random_params
 from topicjax.ttmm.sweeps import (doc_log_likelihood, doc_topic_posterior, theme_layout, theme_posterior,
                                   token_topic_shares)
+from topicjax.core.compiled import jit
 
 __all__ = ["TTMM"]
 
@@ -175,7 +176,7 @@ class TTMM(TopicModelBase):
             return jax.tree.map(jnp.asarray, sgd.pad_batches(batches, padded)), data
 
         def explain(s, args, epoch, reason):
-            failed = jax.jit(sgd.epoch_step, static_argnums=2)(s, args, (optimizer, D))
+            failed = jit(sgd.epoch_step, static_argnums=2)(s, args, (optimizer, D))
             bad = int(failed.bad_step)
             if bad < 0:
                 return "lower the learning rate or clip the gradients"

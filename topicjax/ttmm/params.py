@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from topicjax.data.corpus import Corpus
+from topicjax.core.compiled import jit
 
 __all__ = ["TTMMParams", "random_params", "synthetic_params", "sample_corpus"]
 
@@ -32,7 +33,7 @@ def _random_params(key, n_themes: int, n_components: int, n_words: int, dtype=jn
 
 
 # one compiled program instead of a dozen eagerly compiled random and arithmetic operations
-_random_params_jit = jax.jit(_random_params, static_argnums=(1, 2, 3, 4))
+_random_params_jit = jit(_random_params, static_argnums=(1, 2, 3, 4))
 
 
 def random_params(key, n_themes: int, n_components: int, n_words: int, *, dtype=jnp.float32) -> TTMMParams:

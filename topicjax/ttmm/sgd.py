@@ -15,6 +15,7 @@ from topicjax.data.corpus import Corpus
 from topicjax.ttmm.em import converged_double, loglik_measure, loglik_value
 from topicjax.ttmm.params import TTMMParams
 from topicjax.ttmm.sweeps import doc_log_likelihood, safe_log
+from topicjax.core import compiled
 
 __all__ = ["Batch", "SGDState", "params_from_logits", "logits_from_params", "batch_loss", "sgd_init",
            "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "TTMM_SGD"]
@@ -99,7 +100,7 @@ def make_sgd_update(optimizer, *, jit: bool = True):
     def update(state: SGDState, batch: Batch):
         return sgd_update(state, batch, optimizer)
 
-    return jax.jit(update) if jit else update
+    return compiled.jit(update) if jit else update
 
 
 def batch_capacity(corpus: Corpus, batch_size: int) -> int:

@@ -15,6 +15,7 @@ from topicjax.core.estep import EPS
 from topicjax.core.layout import DocWordCounts
 from topicjax.data.corpus import Corpus
 from topicjax.ttmm.params import TTMMParams
+from topicjax.core.compiled import jit
 
 __all__ = ["theme_layout", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "centred_doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
            "doc_log_likelihood", "theme_posterior", "doc_topic_posterior", "token_topic_shares", "EPS"]
@@ -179,17 +180,17 @@ def _token_topic_shares_impl(params: TTMMParams, data: DocWordCounts, n_docs: in
     return acc / jnp.maximum(acc.sum(1, keepdims=True), EPS)
 
 
-doc_log_likelihood = numerics.full_precision(jax.jit(_doc_log_likelihood_impl, static_argnums=(2,)))
+doc_log_likelihood = numerics.full_precision(jit(_doc_log_likelihood_impl, static_argnums=(2,)))
 doc_log_likelihood.__doc__ = """Exact log P(d) of every document (eq. 3), ``(n_docs,)``, in log space.
 
 ``log P(d) = logsumexp_j [log π_j + Σ_w n_dw log (τβ)_jw]``; cost O(nnz·J + JKW) — the paper's
 O(JK|d|) per document, with τβ shared by all documents.  ``data`` comes from :func:`theme_layout`.
 """
 
-theme_posterior = numerics.full_precision(jax.jit(_theme_posterior_impl, static_argnums=(2,)))
+theme_posterior = numerics.full_precision(jit(_theme_posterior_impl, static_argnums=(2,)))
 theme_posterior.__doc__ = """Theme posteriors P(h=j | d) (eq. 6), ``(n_docs, J)``: the soft clustering of documents."""
 
-doc_topic_posterior = numerics.full_precision(jax.jit(_topic_posterior_impl, static_argnums=(2,)))
+doc_topic_posterior = numerics.full_precision(jit(_topic_posterior_impl, static_argnums=(2,)))
 doc_topic_posterior.__doc__ = """Topic posteriors P(t=k | d) of eq. 18, ``(n_docs, K)``: the paper's document features.
 
 Eq. 18 defines ``P(t=k, d) = Π_w β_kw^{n_dw} Σ_j π_j τ_jk``: the topic is drawn once for the
@@ -200,7 +201,7 @@ under- or overflow).  We normalise over k instead, in log space:
 close to one-hot; see :func:`token_topic_shares` for a smoother alternative.
 """
 
-token_topic_shares = numerics.full_precision(jax.jit(_token_topic_shares_impl, static_argnums=(2,)))
+token_topic_shares = numerics.full_precision(jit(_token_topic_shares_impl, static_argnums=(2,)))
 token_topic_shares.__doc__ = """Expected share of a document's tokens drawn from each topic, ``(n_docs, K)``.
 
 ``E[n_dk | d] / |d| = (1/|d|) Σ_w n_dw Σ_j P(h=j|d) Q_jkw`` with Q of eq. 7: the topic composition

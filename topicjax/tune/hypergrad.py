@@ -57,6 +57,7 @@ from topicjax.core import em
 from topicjax.tune.backend import engine
 from topicjax.tune.objectives import Objective
 from topicjax.tune.problem import Problem, fit_at, set_coefs
+from topicjax.core.compiled import jit
 
 __all__ = ["unrolled", "implicit", "forward", "forward_many", "fit_state", "fixed_point_map", "SOLVERS"]
 
@@ -81,7 +82,7 @@ def _unrolled_impl(problem, objective, targets, u):
     return value, parts, grad, state
 
 
-_unrolled_jit = jax.jit(_unrolled_impl, static_argnames=("targets",))
+_unrolled_jit = jit(_unrolled_impl, static_argnames=("targets",))
 
 
 def unrolled(problem: Problem, objective: Objective, targets, u):
@@ -95,7 +96,7 @@ def _forward_impl(problem, objective, targets, u):
     return value, parts, state
 
 
-_forward_jit = jax.jit(_forward_impl, static_argnames=("targets",))
+_forward_jit = jit(_forward_impl, static_argnames=("targets",))
 
 
 def forward(problem: Problem, objective: Objective, targets, u):
@@ -112,7 +113,7 @@ def _forward_many_impl(problem, objective, targets, us):
     return jax.vmap(one)(us)
 
 
-_forward_many_jit = jax.jit(_forward_many_impl, static_argnames=("targets",))
+_forward_many_jit = jit(_forward_many_impl, static_argnames=("targets",))
 
 
 def forward_many(problem: Problem, objective: Objective, targets, us):
@@ -181,7 +182,7 @@ def _implicit_impl(problem, objective, targets, u, state, solver, tol, maxiter, 
     return value, parts, grad, info
 
 
-_implicit_jit = jax.jit(_implicit_impl, static_argnames=("targets", "solver", "maxiter", "restart"))
+_implicit_jit = jit(_implicit_impl, static_argnames=("targets", "solver", "maxiter", "restart"))
 
 
 def implicit(problem: Problem, objective: Objective, targets, u, state=None, *, solver: str = "gmres",
@@ -206,7 +207,7 @@ def implicit(problem: Problem, objective: Objective, targets, u, state=None, *, 
     return _implicit_jit(problem, objective, targets, u, state, solver, float(tol), int(maxiter), int(restart))
 
 
-_fit_jit = jax.jit(fit_at, static_argnames=("targets",))
+_fit_jit = jit(fit_at, static_argnames=("targets",))
 
 
 def fit_state(problem: Problem, targets, u):

@@ -1,0 +1,105 @@
+"""``jit``: ``jax.jit`` with the compiler options of every program topicjax compiles.
+
+XLA's CPU compiler (jaxlib 0.10) hands element-wise and reduction fusions to the YNNPACK library
+(``ynn_fusion`` in the optimised HLO).  Inside a loop (``while_loop``, ``scan``: the drivers'
+blocks, the samplers' sweeps) such a fusion allocates its own output at every iteration, outside
+XLA's buffer plan, and copies it back: the normalisation of Θ's columns, ``θ / Σ_t θ_td``, in a
+4-iteration loop over a 100 x 800,000 Θ held 3.0 Θ more than XLA's ``memory_analysis()``
+accounts for and took 1.8 s; without YNNPACK's element-wise and reduction fusions, 0.05 Θ and
+0.56 s (XLA's own loop fusion writes in place).  A PLSA fit at NYTimes size peaked at 2.96 GiB
+with 1.68 s per iteration, and at 2.85 GiB with 1.56 s without them
+(``experiments/results/bench_scale.md``, session 19); at PubMed size, where Θ is 3.3 GB, the
+difference is several GB.
+
+So topicjax's programs ask XLA to give YNNPACK matrix products only
+(``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``; jaxlib's default also sends it
+element-wise and reduction fusions).  The options are settled once, at the first compilation:
+only on the CPU backend, and only if this jaxlib knows the option (a trial compilation of a
+one-line program; a jaxlib without it, older or newer, compiles with its defaults).  Programs that
+users compile themselves are not affected, and nothing is set in ``XLA_FLAGS``.
+
+>>> import jax.numpy as jnp
+>>> from topicjax.core.compiled import jit
+>>> @jit
+... def normalize(theta):
+...     return theta / theta.sum(0)
+>>> normalize(jnp.ones((4, 3))).sum(0).tolist()
+[1.0, 1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+__all__ = ["OPTIONS", "compiler_options", "jit"]
+
+#: XLA options of topicjax's programs on CPU (see the module docstring).
+OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
+
+_chosen: dict | None = None
+
+
+def compiler_options() -> dict:
+    """The options topicjax's programs are compiled with: :data:`OPTIONS` on the CPU backend of a
+    jaxlib that knows them, else none.  Decided at the first call (which starts JAX's backend)."""
+    global _chosen
+    if _chosen is None:
+        chosen = {}
+        if jax.default_backend() == "cpu":
+            try:
+                jax.jit(lambda x: x + 1, compiler_options=OPTIONS).lower(np.float32(0)).compile()
+                chosen = dict(OPTIONS)
+            except Exception:  # noqa: BLE001 - "No such compile option": this jaxlib's defaults then
+                chosen = {}
+        _chosen = chosen
+    return _chosen
+
+
+class _Jitted:
+    """A function compiled by ``jax.jit`` with :func:`compiler_options`, created at its first use
+    (the options need JAX's backend, which importing topicjax must not start).  Called while
+    another function is being traced (its arguments are tracers), it is the plain ``jax.jit``
+    function: JAX takes compiler options at the top level only, where the outer program's apply.
+    ``lower``, ``trace``, ``eval_shape`` and the rest are those of the ``jax.jit`` object with the
+    options."""
+
+    def __init__(self, fun, kwargs: dict):
+        functools.update_wrapper(self, fun)
+        self._fun, self._kwargs, self._jitted, self._nested = fun, kwargs, None, None
+
+    def _get(self):
+        if self._jitted is None:
+            self._jitted = jax.jit(self._fun, compiler_options=compiler_options() or None, **self._kwargs)
+        return self._jitted
+
+    def _plain(self):
+        if self._nested is None:
+            self._nested = jax.jit(self._fun, **self._kwargs)
+        return self._nested
+
+    def __call__(self, *args, **kwargs):
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+            return self._plain()(*args, **kwargs)
+        try:
+            return self._get()(*args, **kwargs)
+        except ValueError as e:  # traced inside another program without a traced argument
+            if "compiler_options" not in str(e):
+                raise
+            return self._plain()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if "_fun" not in self.__dict__:  # while copying or unpickling, before __init__ ran
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+
+def jit(fun=None, **kwargs):
+    """``jax.jit(fun, **kwargs)`` compiled with :func:`compiler_options`; ``@jit``,
+    ``@functools.partial(jit, static_argnames=...)`` and ``jit(fun, donate_argnums=0)`` work as with
+    ``jax.jit``."""
+    if fun is None:
+        return functools.partial(jit, **kwargs)
+    return _Jitted(fun, kwargs)
