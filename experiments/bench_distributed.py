@@ -27,6 +27,10 @@ load < 1, printed); memory does not depend on the load.
     python experiments/bench_distributed.py                  # NYTimes size, 5 iterations
     python experiments/bench_distributed.py --iterations 10
     python experiments/bench_distributed.py --quick          # a small corpus, seconds
+    python experiments/bench_distributed.py --docs 2000      # NYTimes's vocabulary, 2,000 documents:
+                                                             # the part that does not grow with the corpus
+    python experiments/bench_distributed.py --store /tmp/topicjax-bench-online/pubmed_D8200000_W141043_T100_s0_b10000_h2000/store --iterations 2
+                                                             # PubMed size: the store bench_online.py writes
 """
 
 from __future__ import annotations
@@ -160,7 +164,8 @@ def report(a, folder: Path, runs: dict) -> str:
     meta = json.loads((folder / "meta.json").read_text())
     phi1 = np.load(Path(a.workdir) / "1proc" / "phi.npy")
     phi2 = np.load(Path(a.workdir) / "2proc" / "phi.npy")
-    lines = [f"corpus: {a.size} ({meta['n_docs']} documents, {meta['n_words']} words, {meta['nnz']} non-zeros, "
+    label = a.size if a.store is None else f"the store {a.store}"
+    lines = [f"corpus: {label} ({meta['n_docs']} documents, {meta['n_words']} words, {meta['nnz']} non-zeros, "
              f"{meta['n_tokens']} tokens), T = {a.topics}, {a.iterations} PLSA iterations, "
              f"load {os.getloadavg()[0]:.2f}",
              "| run | process | peak RSS (GiB, time -v) | first fit of 1 iteration (s) | fit (s) | s / iteration |",

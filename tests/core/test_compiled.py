@@ -11,6 +11,7 @@ is compiled through the wrapper.
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import re
@@ -150,10 +151,11 @@ def test_every_program_of_the_package_goes_through_jit():
     for path in sorted((ROOT / "topicjax").rglob("*.py")):
         if path.name == "compiled.py":
             continue
-        for i, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.strip()
-            if code.startswith((">>>", "...", "#")):
-                continue  # the documented examples are users' code
-            if re.search(r"\bjax\.jit\b|\bfilter_jit\b", code):
-                offenders.append(f"{path.relative_to(ROOT)}:{i}: {code}")
+        for node in ast.walk(ast.parse(path.read_text())):  # code only: docstrings and comments aside
+            if (isinstance(node, ast.Attribute) and node.attr in ("jit", "filter_jit")
+                    and isinstance(node.value, ast.Name) and node.value.id in ("jax", "eqx", "equinox")):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.ImportFrom) and node.module in ("jax", "equinox") and any(
+                    alias.name in ("jit", "filter_jit") for alias in node.names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} (import)")
     assert not offenders, "compile with topicjax.core.compiled.jit:\n" + "\n".join(offenders)

@@ -6,10 +6,10 @@ blocks, the samplers' sweeps) such a fusion allocates its own output at every it
 XLA's buffer plan, and copies it back: the normalisation of Θ's columns, ``θ / Σ_t θ_td``, in a
 4-iteration loop over a 100 x 800,000 Θ held 3.0 Θ more than XLA's ``memory_analysis()``
 accounts for and took 1.8 s; without YNNPACK's element-wise and reduction fusions, 0.05 Θ and
-0.56 s (XLA's own loop fusion writes in place).  A PLSA fit at NYTimes size peaked at 2.96 GiB
-with 1.68 s per iteration, and at 2.85 GiB with 1.56 s without them
-(``experiments/results/bench_scale.md``, session 19); at PubMed size, where Θ is 3.3 GB, the
-difference is several GB.
+0.56 s (XLA's own loop fusion writes in place).  A PLSA fit's loop held 3.3 Θ-sized arrays beside
+its state, 2.4 without them (XLA plans 2.3); at NYTimes size the fit peaked at 2.96 GiB with 1.68 s
+per iteration, and at 2.85 GiB with 1.56 s without them (``experiments/results/bench_scale.md``,
+"Session 19"); at PubMed size a Θ-sized array is 3.3 GB.
 
 So topicjax's programs ask XLA to give YNNPACK matrix products only
 (``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``; jaxlib's default also sends it
