@@ -61,8 +61,8 @@ def compiler_options() -> dict:
 class _Jitted:
     """A function compiled by ``jax.jit`` with :func:`compiler_options`, created at its first use
     (the options need JAX's backend, which importing topicjax must not start).  Called while
-    another function is being traced (its arguments are tracers), it is the plain ``jax.jit``
-    function: JAX takes compiler options at the top level only, where the outer program's apply.
+    another program is being traced, it is the plain ``jax.jit`` function: JAX takes compiler
+    options at the top level only, where the outer program's apply.
     ``lower``, ``trace``, ``eval_shape`` and the rest are those of the ``jax.jit`` object with the
     options."""
 
@@ -81,11 +81,12 @@ class _Jitted:
         return self._nested
 
     def __call__(self, *args, **kwargs):
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
-            return self._plain()(*args, **kwargs)
         try:
             return self._get()(*args, **kwargs)
-        except ValueError as e:  # traced inside another program without a traced argument
+        except ValueError as e:
+            # JAX refuses compiler options while another program is being traced (a call inside
+            # jit, scan, while_loop); that is at trace time only, so no call at run time pays for
+            # a check, and the outer program's options apply
             if "compiler_options" not in str(e):
                 raise
             return self._plain()(*args, **kwargs)

@@ -84,14 +84,12 @@ def host_array(x, *, block_bytes: int = GATHER_BYTES) -> np.ndarray:
         return np.asarray(x)
     if x.is_fully_replicated:
         return np.asarray(x.addressable_shards[0].data)
-    n, spans = x.shape[-1] if x.ndim else 0, []
-    for shard in x.addressable_shards:
-        if x.ndim < 2 or any(sl != slice(None) and (sl.start or 0, sl.stop) != (0, dim)
-                             for sl, dim in zip(shard.index[:-1], x.shape[:-1])):
-            return np.asarray(multihost_utils.process_allgather(x, tiled=True))  # not split by columns only
-        last = shard.index[-1]
-        spans.append((last.start or 0, n if last.stop is None else last.stop, shard.data))
-    R = x.shape[0]
+    shards = x.addressable_shards
+    if x.ndim < 2 or any(sl != slice(None) and (sl.start or 0, sl.stop) != (0, dim)
+                         for s in shards for sl, dim in zip(s.index[:-1], x.shape[:-1])):
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))  # not split by columns only
+    R, n = x.shape[0], x.shape[-1]
+    spans = [(s.index[-1].start or 0, n if s.index[-1].stop is None else s.index[-1].stop, s.data) for s in shards]
     out = np.empty(x.shape, x.dtype)
     size = min(R, max(1, int(block_bytes) // max(1, x.dtype.itemsize * int(np.prod(x.shape[1:])))))
     for r0 in range(0, R, size):
