@@ -75,8 +75,9 @@ def names(folder: Path) -> list[str]:
 
 
 def hidden(folder: Path) -> list[str]:
-    """Hidden entries (where saves keep their pieces and locks) in ``folder`` and its sub-folders."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*"))
+    """Hidden entries (where saves keep their pieces and locks) in ``folder`` and its sub-folders;
+    the list of files describing a model (``persistence.DESCRIBING_MANIFEST``) is no leftover."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*") if p.name != tj.persistence.DESCRIBING_MANIFEST)
 
 
 # ----------------------------------------------------------------------------- what a save writes
@@ -476,9 +477,15 @@ def test_cli_refit_replaces_the_model_and_its_descriptions_not_the_users_files(u
     status, _, err = topicjax(capsys, "fit", uci, *FIT, "--out", tmp_path / "m")
     assert status == 0, err
     (tmp_path / "m" / "notes.txt").write_text("mine")
-    (tmp_path / "m" / "order_selection.json").write_text("{}")  # what select-order wrote about the old model
+    (tmp_path / "m" / "order_selection.json").write_text("{}")  # the user's own file of that name
+    status, _, err = topicjax(capsys, "report", tmp_path / "m")  # describes the model: goes with it
+    assert status == 0, err
+    old_summary = (tmp_path / "m" / "fit_summary.json").read_text()
     status, _, err = topicjax(capsys, "fit", uci, *FIT, "--seed", "5", "--out", tmp_path / "m")
     assert status == 0, err
-    assert names(tmp_path / "m") == ["arrays.npz", "fit_summary.json", "meta.json", "notes.txt"]
+    assert [n for n in names(tmp_path / "m") if not n.startswith(".")] == [
+        "arrays.npz", "fit_summary.json", "meta.json", "notes.txt", "order_selection.json"]
+    assert (tmp_path / "m" / "order_selection.json").read_text() == "{}"  # never written by topicjax: kept
+    assert (tmp_path / "m" / "fit_summary.json").read_text() != old_summary  # the new model's
     assert tj.persistence.load(tmp_path / "m").get_params()["random_state"] == 5
     assert hidden(tmp_path) == []

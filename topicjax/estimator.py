@@ -21,7 +21,10 @@ keeps one contract, checked for all five families by ``tests/test_estimator_cont
 * ``fit(X, checkpoint=DIR, checkpoint_every=N)``: progress saved every N iterations, a killed
   fit resumed bit for bit (:mod:`topicjax.core.checkpoint`);
 * ``transform(X, empty_docs="keep" | "drop" | "error")``: documents without tokens get the topic
-  distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error; a
+  distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error;
+  documents whose every token is of a word the model does not know get that distribution too
+  (an error with ``"error"``), with a :class:`NoEvidenceWarning` naming their rows: every row
+  ``transform`` returns is a distribution; a
   matrix ``X`` has no vocabulary (its columns are the model's words in ``vocab_`` order; only
   the width is checked);
 * one constructor shape, ``Estimator(n_components, *, ...)``: the number of topics is the only
@@ -68,6 +71,7 @@ from sklearn.exceptions import NotFittedError
 
 from topicjax.core import checkpoint as ck, numerics
 from topicjax.core.driver import MODES
+from topicjax.core.errors import NumericalError
 from topicjax.core.random import check_random_state, fresh_seed
 from topicjax.core.sharding import host_array
 from topicjax.core.validation import check_int, check_number, int_sequence, integer, number, one_of
@@ -75,8 +79,9 @@ from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.evaluation import metrics
 from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, register_model, save_folder
 
-__all__ = ["TopicModelBase", "FitManyFallbackWarning", "as_corpus", "int_sequence", "check_int", "check_number",
-           "host_array", "SCORE_SEED", "completion_corpus", "is_placeholder_vocab", "refuse_documents"]
+__all__ = ["TopicModelBase", "FitManyFallbackWarning", "NoEvidenceWarning", "EmptyTopicsWarning", "as_corpus",
+           "int_sequence", "check_int", "check_number", "host_array", "SCORE_SEED", "completion_corpus",
+           "is_placeholder_vocab", "refuse_documents"]
 
 #: seed of the split of :meth:`TopicModelBase.score`: fixed, so that every model (every candidate
 #: of a grid search, whatever its ``random_state``) is scored on the same halves of the documents
@@ -158,6 +163,27 @@ def completion_corpus(corpus: Corpus, phi) -> Corpus:
         raise ValueError("document completion needs documents of at least 2 tokens (of words the model knows); "
                          f"X has none among its {corpus.n_docs} document(s)")
     return kept if long.size == kept.n_docs else kept.subset(long)
+
+
+def _rows_text(rows) -> str:
+    """``document 3`` / ``documents 0, 4, 7 and 12 more``, for messages naming rows of ``X``."""
+    rows = [int(r) for r in rows]
+    head = ", ".join(str(r) for r in rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
+    return f"document {head}" if len(rows) == 1 else f"documents {head}"
+
+
+class NoEvidenceWarning(UserWarning):
+    """``transform`` met documents it cannot infer topics from -- every token of a word the model
+    does not know (one without probability in any topic: absent from the training documents), or,
+    in ARTM, Θ-regularizers that leave a document no topic -- and says which (their rows in ``X``)
+    and what they were given instead (the topic distribution of no evidence, or Θ without the
+    Θ-regularizers)."""
+
+
+class EmptyTopicsWarning(UserWarning):
+    """A fit ended with topics that hold no mass (ARTM Notes 1-2: a regularizer drove their φ
+    column or their θ row to zero); the warning names them and the regularizers present, and
+    ``empty_topics_`` lists them."""
 
 
 class FitManyFallbackWarning(UserWarning):
@@ -399,14 +425,65 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         out[rows] = values
         return out
 
+    def _known_words(self) -> np.ndarray:
+        """Which words of ``vocab_`` the model knows, ``(n_words,)`` bool: those with probability in
+        some topic (a non-zero row of ``phi_``; a word absent from the training documents has
+        none).  LIDA, whose smoothed Φ gives every word probability, counts the words that held a
+        training token."""
+        return np.asarray(self.phi_).sum(1) > 0
+
     def _transform_docs(self, X, empty_docs: str, infer) -> np.ndarray:
         """``transform`` for every family: ``infer(corpus) -> (n_docs, n_components)`` on the
-        documents with tokens, the others handled by ``empty_docs`` (see :meth:`_place_rows`)."""
+        documents with a token of a known word (:meth:`_known_words`), the documents without
+        tokens handled by ``empty_docs`` (see :meth:`_place_rows`).
+
+        A document whose tokens are all of unknown words carries no evidence either: it gets the
+        topic distribution of no evidence (:meth:`_no_evidence`; ``empty_docs="error"``: a
+        :class:`~topicjax.data.CorpusError`), and a :class:`NoEvidenceWarning` names its row of
+        ``X``.  ``infer`` may return ``(values, notes)``, ``notes`` a list of ``(indices of its
+        documents, what happened to them)`` to warn about in the same way.  Every returned row is
+        a distribution: a row that inference left without mass (or non-finite) gets the no-evidence
+        distribution, with a warning naming it; a non-finite one is a
+        :class:`~topicjax.core.errors.NumericalError`."""
         corpus, rows, n_rows = self._new_docs(X, empty_docs)
-        if corpus.n_docs:
-            values = np.asarray(infer(corpus))
-        else:
-            values = np.zeros((0, len(self._no_evidence())), np.float32)
+        x_rows = np.arange(corpus.n_docs) if rows is None else np.asarray(rows)  # the row of X of each document
+        known = self._known_words()
+        evidence = np.bincount(corpus.doc_ids, weights=np.where(known[corpus.word_ids], corpus.counts, 0),
+                               minlength=corpus.n_docs) > 0
+        blind = np.flatnonzero(~evidence)
+        if blind.size:
+            what = (f"{_rows_text(x_rows[blind])} of X {'has' if blind.size == 1 else 'have'} no word the model knows "
+                    f"(each of its tokens is of a word this {type(self).__name__} learned nothing about, such as a "
+                    "word absent from the training documents): nothing to infer topics from")
+            if empty_docs == "error":
+                raise CorpusError(f"{what}; transform(X, empty_docs='keep') gives such documents the topic "
+                                  "distribution of no evidence")
+            warnings.warn(f"{what}; they get the topic distribution of no evidence, as documents without tokens do",
+                          NoEvidenceWarning, stacklevel=5)
+        seen = np.flatnonzero(evidence)
+        none = self._no_evidence()
+        out = np.zeros((0, len(none)), np.float32)
+        if seen.size:
+            out = infer(corpus if seen.size == corpus.n_docs else corpus.subset(seen))
+            out, notes = out if isinstance(out, tuple) else (out, [])
+            out = np.asarray(out)
+            for local, text in notes:
+                warnings.warn(f"{_rows_text(x_rows[seen[np.asarray(local)]])} of X: {text}", NoEvidenceWarning,
+                              stacklevel=5)
+            total = out.sum(1)
+            bad = np.flatnonzero(~np.isfinite(total))
+            if bad.size:
+                raise NumericalError(f"transform: the topic proportions of {_rows_text(x_rows[seen[bad]])} of X are "
+                                     "not finite", reason="nonfinite")
+            failed = np.flatnonzero(~(total > 0))
+            if failed.size:
+                warnings.warn(f"{_rows_text(x_rows[seen[failed]])} of X: inference left them no topic mass; they get "
+                              "the topic distribution of no evidence", NoEvidenceWarning, stacklevel=5)
+                out = out.copy()
+                out[failed] = none
+        values = np.empty((corpus.n_docs, len(none)), out.dtype)
+        values[blind] = none
+        values[seen] = out
         return self._place_rows(values, rows, n_rows, empty_docs)
 
     def _check_fitted(self):

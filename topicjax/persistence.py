@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from topicjax._outputs import OutputRefusedError, check_file
 from topicjax.core.plain import jsonable
 
 try:
@@ -46,7 +47,8 @@ except ImportError:  # not POSIX: saves are not locked and leftovers are not rem
     fcntl = None
 
 __all__ = ["save_folder", "load_folder", "load", "register_model", "MODEL_CLASSES", "jsonable", "FORMAT_VERSION", "SavedModelError", "ArraySpec",
-           "check_arrays", "check_meta", "check_save_target", "SaveRefusedError", "holds_model"]
+           "check_arrays", "check_meta", "check_save_target", "SaveRefusedError", "holds_model",
+           "describing_file", "record_describing", "drop_describing", "DESCRIBING_MANIFEST", "check_simplex"]
 
 FORMAT_VERSION = 1
 
@@ -64,7 +66,7 @@ class SavedModelError(ValueError):
     message names the folder and the field)."""
 
 
-class SaveRefusedError(ValueError):
+class SaveRefusedError(OutputRefusedError):
     """A save refused before anything was written: its folder is ``.``, a file, a folder holding
     something other than a topicjax model, or one that another process is saving to."""
 
@@ -348,6 +350,7 @@ def _replace(path: Path, arrays: dict, text: str, save_id: str) -> None:
         os.replace(new_arrays, path / "arrays.npz")  # from here on the new model is the saved one
         _stage("arrays-replaced", path)
         os.replace(new_meta, path / "meta.json")
+        _stage("replaced", path)
     except BaseException:
         if new_meta.exists() and not new_arrays.exists():  # between the renames: finish (or the next save, load)
             with contextlib.suppress(OSError):
@@ -356,7 +359,69 @@ def _replace(path: Path, arrays: dict, text: str, save_id: str) -> None:
             for f in (new_arrays, new_meta):
                 f.unlink(missing_ok=True)
         raise
+    with contextlib.suppress(OSError):  # what described the replaced model is not left beside the new one
+        drop_describing(path)
     _sync_folder(path)
+
+
+# ----------------------------------------------------------------------------- files that describe a saved model
+#: A hidden file of a model folder listing the files written beside the model to describe it
+#: (``topicjax fit``'s summary, ``topicjax report``'s pages and charts) with the save id of the model
+#: they describe.  Only listed files are ever overwritten or removed by those writers, and a save
+#: that replaces the model removes them all: nothing beside a model describes another model.
+DESCRIBING_MANIFEST = ".topicjax-describing.json"
+
+
+def _manifest(folder: Path) -> dict:
+    m = _meta_or_none(folder / DESCRIBING_MANIFEST) or {}
+    files = m.get("files")
+    return {"save_id": m.get("save_id"), "files": sorted(f for f in files if isinstance(f, str) and "/" not in f
+                                                          and f not in ("", ".", "..")) if isinstance(files, list) else []}
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    tmp = folder / f"{DESCRIBING_MANIFEST}.{secrets.token_hex(4)}"
+    tmp.write_text(json.dumps(manifest), encoding="utf-8")
+    os.replace(tmp, folder / DESCRIBING_MANIFEST)
+
+
+def describing_file(folder, name: str, what: str) -> Path:
+    """The path of file ``name`` in model folder ``folder`` if a describing file may be written
+    there: a new file, or one listed in the folder's manifest (written there earlier by topicjax to
+    describe a model).  A file of the user's with that name is never overwritten: an
+    :class:`~topicjax._outputs.OutputRefusedError` naming it (``what``: e.g. ``"the report"``)."""
+    folder = Path(folder)
+    if not holds_model(folder):
+        raise OutputRefusedError(f"{folder} does not hold a saved topicjax model; {what} is written beside a model")
+    listed = set(_manifest(folder)["files"])
+    return check_file(folder / name, owns=lambda p: p.name in listed, kind=f"{what} written by topicjax")
+
+
+def record_describing(folder, names) -> None:
+    """List ``names`` (files just written in model folder ``folder``) as describing its current
+    model, so that a later save replacing the model removes them."""
+    folder = Path(folder)
+    save_id = (_meta_or_none(folder / "meta.json") or {}).get("save_id")
+    m = _manifest(folder)
+    _write_manifest(folder, {"save_id": save_id, "files": sorted(set(m["files"]) | set(names))})
+
+
+def drop_describing(folder, names=None) -> list[str]:
+    """Remove the listed describing files of model folder ``folder`` (all, or those of ``names``
+    that are listed) and unlist them; returns the names removed.  Unlisted files are untouched."""
+    folder = Path(folder)
+    m = _manifest(folder)
+    if not m["files"] and not (folder / DESCRIBING_MANIFEST).exists():
+        return []
+    gone = [f for f in m["files"] if names is None or f in set(names)]
+    for f in gone:
+        (folder / f).unlink(missing_ok=True)
+    rest = [f for f in m["files"] if f not in gone]
+    if rest:
+        _write_manifest(folder, {"save_id": m["save_id"], "files": rest})
+    else:
+        (folder / DESCRIBING_MANIFEST).unlink(missing_ok=True)
+    return gone
 
 
 # ----------------------------------------------------------------------------- load
@@ -465,12 +530,39 @@ class ArraySpec(NamedTuple):
     """What a saved array must be: ``dims`` (ints or symbol names such as ``"W"``, bound by the
     loader or by the first array using them), dtype ``kind`` (numpy kind letters: ``"f"`` floats,
     ``"b"`` bool, ``"iu"`` integers), whether it must be present, and whether its values must be
-    non-negative (floats are always checked finite)."""
+    non-negative (floats are always checked finite).  ``simplex``: the axis along which the array
+    holds distributions (every sum 1, or 0 for an empty topic or document; Φ's columns are
+    ``simplex=0``; a family whose distributions are grouped, such as Φ's rows by modality, checks
+    them itself with :func:`check_simplex` once the labels are checked)."""
 
     dims: tuple
     kind: str = "f"
     required: bool = True
     nonneg: bool = False
+    simplex: int | None = None
+
+
+#: How far a saved distribution's sum may be from 1 (float32 sums over 10^5-10^6 entries stay
+#: within 1e-4; an altered array is off by far more).
+SIMPLEX_TOL = 1e-3
+
+
+def check_simplex(path, name: str, a, axis: int, labels=None) -> None:
+    """Check that array ``name`` holds distributions along ``axis`` -- every sum 1 within
+    :data:`SIMPLEX_TOL`, or 0 (an empty topic or document) -- separately for each value of
+    ``labels`` (integers, one per entry along ``axis``: Φ's rows by modality) when given.  Raises
+    :class:`SavedModelError` naming the folder, the array and the first bad sum."""
+    a = np.asarray(a)
+    parts = [(None, a)] if labels is None else [(g, np.take(a, np.flatnonzero(labels == g), axis=axis))
+                                                for g in np.unique(labels)]
+    for g, part in parts:
+        sums = part.sum(axis=axis, dtype=np.float64)
+        bad = ~((np.abs(sums - 1.0) <= SIMPLEX_TOL) | (sums == 0.0))
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = f" (the entries of label {g})" if g is not None else ""
+            raise SavedModelError(f"{path}: array {name!r} is not a distribution along axis {axis}{where}: the sum "
+                                  f"at index {at} is {float(sums[at]):.6g}, not 1 (altered after it was saved?)")
 
 
 def check_arrays(path, arrays: dict, specs: dict, sizes: dict) -> dict:
@@ -503,6 +595,8 @@ def check_arrays(path, arrays: dict, specs: dict, sizes: dict) -> dict:
             if spec.nonneg and (a < 0).any():
                 raise SavedModelError(f"{path}: array {name!r} holds negative values (first at index "
                                       f"{tuple(int(i) for i in np.argwhere(a < 0)[0])})")
+            if spec.simplex is not None:
+                check_simplex(path, name, a, spec.simplex)
     return sizes
 
 

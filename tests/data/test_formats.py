@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from topicjax._outputs import OutputRefusedError
 from topicjax.data.corpus import Corpus, CorpusError, CorpusWarning
 from topicjax.data.formats import (
     DEFAULT_MODALITY,
@@ -354,7 +355,10 @@ def test_write_ldac_text(tmp_path, tiny_corpus):
     path, vocab = write_ldac(tiny_corpus, tmp_path / "t.ldac", vocab_path=False)
     assert vocab is None and not (tmp_path / "t.vocab").exists()
     assert path.read_text() == "2 0:2 2:1\n2 1:3 3:1\n4 0:1 1:1 2:1 3:1\n"
-    write_ldac(tiny_corpus, tmp_path / "t.ldac", tmp_path / "vocab.txt")
+    with pytest.raises(OutputRefusedError, match="t.ldac exists; pass overwrite=True"):
+        write_ldac(tiny_corpus, tmp_path / "t.ldac", tmp_path / "vocab.txt")
+    assert not (tmp_path / "vocab.txt").exists()  # refused before anything was written
+    write_ldac(tiny_corpus, tmp_path / "t.ldac", tmp_path / "vocab.txt", overwrite=True)
     assert read_vocab(tmp_path / "vocab.txt") == list(tiny_corpus.vocab)
 
 

@@ -52,9 +52,9 @@ from topicjax.core import validation as V
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.core.sharding import RangeCorpus, replicate
-from topicjax.estimator import TopicModelBase, host_array, int_sequence
+from topicjax.estimator import EmptyTopicsWarning, NoEvidenceWarning, TopicModelBase, host_array, int_sequence
 from topicjax.evaluation import scores as scores_mod
-from topicjax.persistence import ArraySpec, SavedModelError
+from topicjax.persistence import ArraySpec, SavedModelError, check_simplex
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
 from topicjax.regularizers.base import check_regularizers
 from topicjax.regularizers.schedules import Table, check_values, from_spec as schedule_from_spec, is_number
@@ -126,9 +126,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
     _unsaved_params = ("regularizers", "scores")
     _family = "EM"
     _array_specs = {
-        "phi_": ArraySpec(("W", "T"), nonneg=True),
+        "phi_": ArraySpec(("W", "T"), nonneg=True),  # distributions by modality: _check_loaded
         # Θ of the training documents: none after an online fit (both absent; checked in _check_loaded)
-        "theta_": ArraySpec(("T", "D"), required=False, nonneg=True),
+        "theta_": ArraySpec(("T", "D"), required=False, nonneg=True, simplex=0),
         "psi_": ArraySpec(("C", "T"), required=False, nonneg=True),
         "topic_alive_": ArraySpec(("T",), nonneg=True),
         "doc_alive_": ArraySpec(("D",), required=False, nonneg=True),
@@ -233,11 +233,38 @@ class ARTM(PartialFitMixin, TopicModelBase):
         host = [t for t in trackers if getattr(t, "device", None) is None and not hasattr(t, "from_record")]
         return device, on_record, host
 
-    def _prepare(self, X, y, n_components, mesh=None):
+    def _refuse_sizes(self, st: S.Structure, n_components: int, mesh=None, models: int = 1,
+                      name: str = "n_components") -> None:
+        """Refuse a number of topics whose arrays cannot fit, before any is allocated
+        (:func:`topicjax.core.validation.refuse_size`).  Counted: Φ (rows x T) and Θ (T x D) in
+        float32 and the EM step's expected counts of both, ``n_wt`` and ``n_td`` (ARTM eq. 7-8),
+        which the step holds beside them (XLA's memory analysis of the compiled step: 2.05 (W + D)
+        T floats at its peak); the ``models`` fits of :meth:`fit_many` hold their states side by side
+        beside one step's counts.
+        On a mesh Θ is split by documents over the devices, and Φ is on each of them."""
+        rows, docs = int(st.n_rows), int(st.corpus.n_docs)
+        phi_copies, theta_share = 1.0, float(docs)
+        if mesh is not None:
+            import jax
+
+            n_dev = int(mesh.devices.size)
+            if jax.devices()[0].platform == "cpu":  # host devices share the machine's memory
+                local = sum(1 for d in mesh.devices.flat if d.process_index == jax.process_index())
+                phi_copies, theta_share = float(local), docs * local / n_dev
+            else:
+                theta_share = -(-docs // n_dev)
+        per_topic = 4 * (phi_copies * rows + theta_share) * (models + 1)  # the states and one step's counts
+        fits = f"{models} {type(self).__name__} fits hold" if models > 1 else f"one {type(self).__name__} fit holds"
+        V.refuse_size(name, int(n_components), per_topic,
+                      what=(f"with {n_components:,} topics on {rows:,} word rows and {docs:,} documents, {fits} Φ "
+                            "(W x T) and Θ (T x D) in float32 and the EM step's expected counts of both"))
+
+    def _prepare(self, X, y, n_components, mesh=None, models: int = 1, name: str = "n_components"):
         """Everything a fit needs: structure, device data, the bound regularizer, aux arrays."""
         self._validate_params()
         reg = self.regularizer()  # bad regularizers fail before the corpus is read into the device
         st = self._structure(X, y, n_components)
+        self._refuse_sizes(st, n_components, mesh, models, name)  # before the device holds anything
         if isinstance(st.corpus, RangeCorpus):
             st, data, n_weighted = self._range_data(st, mesh)
         else:
@@ -343,6 +370,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
                                     before=before, after=after, after_every=int(self.score_every), explain=explain,
                                     checkpoint=run_ckpt, donate=True)
         self._store(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
+        self._warn_empty_topics(self.history_)
         return self
 
     def _checkpoint_params(self) -> dict:
@@ -444,6 +472,50 @@ class ARTM(PartialFitMixin, TopicModelBase):
             " removes every topic or every document at this iteration (ARTM Notes 1-2); lower its coefficient or "
             "switch it on later with a schedule")
 
+    @property
+    def empty_topics_(self) -> list[str]:
+        """Names of the topics without mass in the fitted model (ARTM Notes 1-2: a regularizer, or
+        the data, drove their φ column or their θ row to zero): removed during the fit
+        (``removed_topics_``, ``overregularized="remove"``) or kept empty (``"keep"``).  Their rows
+        of ``components_`` are zero and :meth:`transform` gives them no share."""
+        self._check_fitted()
+        empty = np.asarray(self.phi_).sum(0) <= 0
+        alive = getattr(self, "topic_alive_", None)
+        if alive is not None:
+            empty |= np.asarray(alive) <= 0
+        theta = getattr(self, "theta_", None)
+        if theta is not None and np.shape(theta)[1]:
+            empty |= np.asarray(theta).sum(1) <= 0
+        names = getattr(self, "topic_names_", None) or [f"topic_{j}" for j in range(empty.size)]
+        return [names[j] for j in np.flatnonzero(empty)]
+
+    def _warn_empty_topics(self, records, before=(), where: str | None = None, stacklevel: int = 4) -> None:
+        """An :class:`~topicjax.estimator.EmptyTopicsWarning` naming the topics that ended the fit
+        empty (:attr:`empty_topics_`, those not in ``before``), the iteration each was first found
+        over-regularized (``records``' ``overregularized_topics``) and the regularizers present with
+        their final coefficients."""
+        empty = [n for n in self.empty_topics_ if n not in set(before)]
+        if not empty:
+            return
+        first: dict = {}
+        for r in records:
+            for n in r.get("overregularized_topics", ()):
+                first.setdefault(n, r.get("iteration"))
+        shown = ", ".join(repr(n) + (f" (from iteration {first[n]})" if first.get(n) is not None else "")
+                          for n in empty[:8]) + (f" and {len(empty) - 8} more" if len(empty) > 8 else "")
+        regs = ", ".join(f"{n!r} (coefficient {tau:g} at the end)"
+                         for n, tau in zip(getattr(self, "regularizer_names_", []), getattr(self, "final_taus_", [])))
+        fate = ("removed from the model (overregularized='remove')" if self.overregularized == "remove"
+                else "kept without mass (overregularized='keep')")
+        T = np.shape(self.phi_)[1]
+        warnings.warn(
+            f"{where or type(self).__name__}: {len(empty)} of {T} topics ended the fit empty, their φ column or θ "
+            f"row driven to zero (ARTM Notes 1-2): {shown}; regularizers: "
+            f"{regs or 'none (the data left them no tokens)'}; "
+            f"they are {fate}: zero rows of components_ and no share in transform (listed in empty_topics_); lower "
+            "the coefficients, switch the regularizers on later with a schedule, or fit fewer topics",
+            EmptyTopicsWarning, stacklevel=stacklevel)
+
     def _store(self, st: S.Structure, state, records):
         W, D = st.corpus.n_words, st.corpus.n_docs
         phi_full = host_array(state.phi)
@@ -516,7 +588,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         masked = any(t != T_max for t in tops)
         if masked and (self.background_topics or self.topic_names is not None):
             raise ValueError("fit_many with several numbers of topics cannot use background_topics or topic_names")
-        st, data, n_weighted, reg, aux = self._prepare(X, y, T_max)
+        st, data, n_weighted, reg, aux = self._prepare(X, y, T_max, models=G,
+                                                       name="n_components" if n_topics is None else "n_topics")
         if masked and any(t.update is not None for t in reg.terms):
             raise ValueError("fit_many with several numbers of topics cannot use regularizers that learn parameters")
         if reg.on_host:
@@ -559,6 +632,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
             if records and host:
                 records[-1].update(m._host_scores(host, sg, state, len(records), n_weighted))
             m._store(sg, state, records)
+            m._warn_empty_topics(records, where=f"{type(self).__name__}.fit_many, model {g} (seed {seeds[g]}, "
+                                                f"{Tg} topics)")
             models.append(m)
         return models
 
@@ -637,9 +712,26 @@ class ARTM(PartialFitMixin, TopicModelBase):
         reg = Regularizer(kept)
         aux = S.aux_arrays(st, T)
         cfg = self._config(st, update_phi=False)._replace(doc_passes=0)
-        theta = em.infer_theta(phi, data, corpus.n_docs, reg, n_iter=int(self.transform_iter), topic_alive=alive,
-                               aux=aux, cfg=cfg)
-        return host_array(theta), corpus
+        theta = host_array(em.infer_theta(phi, data, corpus.n_docs, reg, n_iter=int(self.transform_iter),
+                                          topic_alive=alive, aux=aux, cfg=cfg))
+        notes = []
+        total = theta.sum(0)
+        bare = np.flatnonzero(~(total > 0)) if reg.terms else np.zeros(0, np.int64)
+        if bare.size:
+            # eq. 16 gave these documents no topic: the Θ-terms outweigh their few counts (ARTM
+            # Note 2, an over-regularized document); a zero column is no distribution, and the
+            # model's own word for them is Θ of eq. 16 without those terms
+            sub = corpus.subset(bare)
+            src_b, _ = S.weighted_entries(sub, st.weights, st.row_mod[: sub.n_words])
+            plain = host_array(em.infer_theta(phi, S.device_data(src_b, self.chunk), sub.n_docs, Regularizer([]),
+                                              n_iter=int(self.transform_iter), topic_alive=alive, aux=aux, cfg=cfg))
+            theta = theta.copy()
+            theta[:, bare] = plain
+            taus = ", ".join(f"{t.name!r}" for t in reg.terms)
+            notes.append((bare, f"the regularizers ({taus}) leave no topic to these documents (over-regularized, "
+                                "ARTM Note 2: too few tokens against the Θ-terms); their topic proportions are "
+                                "inferred without the regularizers"))
+        return theta, corpus, notes
 
     def transform(self, X, empty_docs="keep"):
         """Topic proportions of (new) documents, ``(n_docs, n_components)``: Θᵀ inferred with Φ
@@ -655,14 +747,20 @@ class ARTM(PartialFitMixin, TopicModelBase):
         are not applied to them), are left out of the result (``"drop"``: one row per document with
         tokens, in order) or are an error naming the first (``"error"``).
         """
-        return self._transform_docs(X, empty_docs, lambda c: self._infer(c)[0].T)
+        def infer(c):
+            theta, _, notes = self._infer(c)
+            return theta.T, notes
+
+        return self._transform_docs(X, empty_docs, infer)
 
     def predict_proba(self, X):
         """p(c|d) = Σ_t ψ_ct θ_td (eq. 44) for documents X, ``(n_docs, n_classes)``."""
         self._check_fitted()
         if getattr(self, "psi_", None) is None:
             raise ValueError("this model has no classes: fit it with labels (y) or label_weight")
-        theta = self._infer(X)[0]
+        theta, _, notes = self._infer(X)
+        for docs, text in notes:
+            warnings.warn(f"documents {', '.join(map(str, docs[:8]))} of X: {text}", NoEvidenceWarning, stacklevel=3)
         p = (self.psi_ @ theta).T
         s = p.sum(1, keepdims=True)
         return np.divide(p, s, out=np.full_like(p, 1.0 / p.shape[1]), where=s > 0)
@@ -711,6 +809,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         rm = np.asarray(self.row_modality_)
         if rm.size and (rm.min() < 0 or rm.max() >= M):
             raise SavedModelError(f"{path}: array 'row_modality_' holds modalities outside [0, {M})")
+        check_simplex(path, "phi_", arrays["phi_"], 0, rm[:W])  # each modality's block of Φ: distributions
         if len(self.scores_) != self.n_iter_:
             raise SavedModelError(f"{path}: meta.json field 'scores_' has {len(self.scores_)} records but n_iter_ is "
                                   f"{self.n_iter_}")

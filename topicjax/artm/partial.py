@@ -50,6 +50,7 @@ from topicjax.artm import setup as S
 from topicjax.core import layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
+from topicjax.core.validation import refuse_online_topics
 from topicjax.regularizers import Context
 from topicjax.core import online
 from topicjax.core.compiled import jit
@@ -113,6 +114,8 @@ class PartialFitMixin:
             if t.per_document:
                 raise ValueError(f"regularizer {t.name!r} holds data about particular documents; partial_fit sees "
                                  "batches, not documents by index")
+        if not (fitted and self._online_continues()):  # before a state is allocated
+            refuse_online_topics(T, W, max(8, _pow2(corpus.n_docs)))
         data, n_docs = batch_layout(corpus)
         ctx = Context(n_words=W, n_topics=T, n_docs=n_docs, topic_names=names, background=background)
         reg = reg.bind(ctx).resolve(int(self.max_iter)).cast(jnp.float32)
@@ -145,9 +148,11 @@ class PartialFitMixin:
                                  "(learning_offset + updates)^-learning_decay, against full-strength regularizers: a "
                                  "smaller learning_offset or coefficient keeps topics); the model is unchanged",
                                  iteration=it, reason="collapse", state=state)
+        before = self.empty_topics_ if fitted else []
         self._take_online_state(new, reg, names, background, list(getattr(self, "history_", [])) + [{
             "iteration": it, "objective": loglik, "perplexity": float(np.exp(-loglik / corpus.n_tokens)),
             "rho": rho, "seconds": time.perf_counter() - t0}])
+        self._warn_empty_topics([], before, where=f"{type(self).__name__}.partial_fit (update {it})")
         return self
 
     @classmethod

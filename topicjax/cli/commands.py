@@ -6,7 +6,11 @@ that fails after the save loses nothing and is reported on one line (exit code 1
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import secrets
+import shutil
 import time
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from topicjax.core.plain import jsonable
 from topicjax.core.random import check_random_state
 from topicjax.data import datasets
 from topicjax.evaluation import metrics
-from topicjax.persistence import SaveRefusedError, check_save_target, load
+from topicjax.persistence import SaveRefusedError, check_save_target, describing_file, load, record_describing
 from topicjax.ptm import select_order
 from topicjax.scale.distributed import make_mesh
 
@@ -161,24 +165,91 @@ def check_out(out, *inputs) -> None:
         check_save_target(out)
     except SaveRefusedError as e:
         raise SaveRefusedError(f"--out: {e}") from None
+    _probe_writable(out)
+
+
+def _probe_writable(out) -> Path:
+    """The folder a save to ``out`` writes into -- ``out`` itself when it exists, else its nearest
+    existing parent, where the save creates it -- after creating and removing a hidden file there:
+    a folder that cannot be written (read-only, not ours, a full disk) or a file in the way is one
+    line naming the path before the fit, not an error after it that loses the model."""
+    target = Path(out).absolute()
+    folder = target
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise SaveRefusedError(f"--out {out}: {folder} is a file, not a folder, so the model cannot be saved under it; "
+                               "choose another folder")
+    probe = folder / f".topicjax-write-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(probe, "xb") as fh:
+            fh.write(b"0" * 4096)  # a block: a full disk refuses it
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as e:
+        raise SaveRefusedError(f"--out {out}: cannot write in {folder} ({e.strerror or e}); the model would be lost "
+                               "after the fit: choose a folder you can write to") from None
+    finally:
+        probe.unlink(missing_ok=True)
+    return folder
+
+
+def _check_out_space(out, need: int) -> None:
+    """Refuse ``--out`` before the fit when the disk under it has less free space than ``need``
+    bytes, a lower bound of the saved model (Φ and Θ in float32)."""
+    if not out:
+        return
+    folder = Path(out).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < need:
+        raise SaveRefusedError(f"--out {out}: the disk of {folder} has {free / 2**20:.1f} MiB free, and the model "
+                               f"(Φ and Θ in float32) needs at least {need / 2**20:.1f} MiB: free some space or "
+                               "choose a folder on another disk")
+
+
+def _save_or_say(model, out, steps: Steps) -> None:
+    """:func:`save_model`, a failure of the disk (no space, read-only, a quota) as one line
+    naming ``--out``'s path and the reason."""
+    try:
+        save_model(model, out, steps)
+    except SaveRefusedError:
+        raise
+    except OSError as e:
+        what = e.strerror or str(e)
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        hint = " (free some space or choose a folder on another disk)" if full else ""
+        raise OSError(f"--out {out}: the model could not be saved to {Path(out).absolute()}: {what}{hint}; the "
+                      "folder is as it was before the save") from None
 
 
 def save_model(model, out, steps: Steps) -> None:
     """Save to ``--out`` (a model there is replaced, other files kept; see :func:`check_out`); the
-    files that described the replaced model (``fit_summary.json``, ``order_selection.json``) go."""
+    files topicjax wrote to describe the replaced model (``fit_summary.json``, ``order_selection.json``,
+    the report) go with it (:func:`topicjax.persistence.drop_describing`)."""
     if out:
         model.save(out)
-        for stale in (SUMMARY_FILE, ORDER_FILE):
-            (Path(out) / stale).unlink(missing_ok=True)
         steps.saved_to = out
         print(f"model saved to {out}", flush=True)
     else:
         print("note: the model is not saved (pass --out DIR to keep it)", flush=True)
 
 
+def write_describing(out, name: str, data) -> None:
+    """Write JSON ``data`` as file ``name`` beside the model saved in ``out``, listed as describing
+    it (replaced with the model; a file of the user's with that name is refused, never overwritten)."""
+    file = describing_file(out, name, name)
+    file.write_text(json.dumps(jsonable(data), indent=1), encoding="utf-8")
+    record_describing(out, [name])
+
+
 def _write_summary(out, summary: dict) -> None:
     if out:
-        (Path(out) / SUMMARY_FILE).write_text(json.dumps(jsonable(summary), indent=1), encoding="utf-8")
+        write_describing(out, SUMMARY_FILE, summary)
 
 
 def cmd_fit(args) -> int:
@@ -199,6 +270,7 @@ def cmd_fit(args) -> int:
     model = build_model(args, topics=topics, iterations=iterations, progress=not args.quiet)
     split = corpus.n_docs >= 20 and args.heldout > 0
     train, test = corpus.train_test_split(args.heldout, seed=args.random_state) if split else (corpus, None)
+    _check_out_space(args.out, 4 * (train.n_words + train.n_docs) * int(topics))
     its = f"{iterations} iterations" if iterations is not None else "default iterations"
     print(f"fitting {type(model).__name__} with {topics} topics, {its}, seed {args.random_state} on {train.n_docs} "
           f"documents ...", flush=True)
@@ -211,7 +283,7 @@ def cmd_fit(args) -> int:
     print(f"fitted in {t_fit:.1f} s", flush=True)
 
     steps = Steps(None)
-    save_model(model, args.out, steps)  # first: nothing after this can lose the model
+    _save_or_say(model, args.out, steps)  # first: nothing after this can lose the model
     s = steps.summary
     s.update(command="fit", corpus=args.corpus or f"bars ({args.docs} documents)", model=type(model).__name__,
              topics=topics, iterations=iterations, seed=args.random_state, train_docs=train.n_docs,
@@ -260,6 +332,7 @@ def cmd_select_order(args) -> int:
     check_out(args.out, args.corpus, args.vocab)
     corpus = read_corpus_args(args, args.corpus)
     print(f"corpus {args.corpus}: {corpus!r}")
+    _check_out_space(args.out, 4 * (corpus.n_words + corpus.n_docs) * int(args.min_topics))
     params = {"progress": not args.quiet}
     if args.max_iter is not None:
         params["max_iter"] = args.max_iter
@@ -281,11 +354,11 @@ def cmd_select_order(args) -> int:
     best = result.best_model
     print(f"best order: M = {result.best_order} (BIC {best.bic_:.6g})")
     steps = Steps(None)
-    save_model(best, args.out, steps)
+    _save_or_say(best, args.out, steps)
     if args.out:
         curve = {"bic": args.bic, "orders": result.orders, "bics": result.bics, "seconds": result.seconds,
                  "best_order": result.best_order, "corpus": args.corpus}
-        steps.run("BIC curve file", lambda: (Path(args.out) / ORDER_FILE).write_text(json.dumps(curve, indent=1)))
+        steps.run("BIC curve file", lambda: write_describing(args.out, ORDER_FILE, curve))
     print("top words of the best model:")
     steps.run("top words", lambda: print_topics(best.phi_, corpus.vocab, args.top))
     return 1 if steps.failed else 0

@@ -22,6 +22,8 @@ __all__ = ["cmd_convert", "cmd_fit_online"]
 
 
 def cmd_convert(args) -> int:
+    # The store's folder first: never the corpus's own folder, nor a folder of other files.
+    batch_store.check_store_target(args.store, [args.corpus, args.vocab])
     kind = corpus_kind(args.corpus) if args.format == "auto" else args.format
     t0 = time.perf_counter()
     if kind == "uci":

@@ -16,9 +16,12 @@ import numpy as np
 
 from topicjax.cli.commands import ORDER_FILE, SUMMARY_FILE, load_model
 from topicjax.evaluation import metrics
-from topicjax.persistence import load_folder
+from topicjax.persistence import describing_file, drop_describing, load_folder, record_describing
 
-__all__ = ["cmd_report", "score_series", "write_report"]
+__all__ = ["cmd_report", "score_series", "write_report", "REPORT_FILES"]
+
+#: The files a report may write beside a model (each only when it has something to show).
+REPORT_FILES = ("report.md", "report.html", "report_scores.png", "report_bic.png")
 
 _SKIP = {"iteration", "sweep", "seconds", "pass", "batch"}
 _FIRST = ("objective", "perplexity", "bic", "loglik", "n_topics")
@@ -117,6 +120,16 @@ def _read_json(path: Path):
         raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*|"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;",
+                                                                   "\n": " ", "\r": " "})
+
+
+def _md(v) -> str:
+    """``v`` as text for a Markdown table cell: the characters that end a cell or start markup
+    (``|``, ``*``, backquotes, HTML) escaped, line breaks made spaces."""
+    return str(v).translate(_MD_SPECIAL)
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
@@ -124,10 +137,21 @@ def _fmt(v) -> str:
 
 
 def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> list[Path]:
-    """Write the report files of the model saved in ``model_dir``; returns their paths."""
+    """Write the report files of the model saved in ``model_dir``; returns their paths.
+
+    The files (:data:`REPORT_FILES`) are written beside the model and listed as describing it
+    (:func:`topicjax.persistence.record_describing`): a later save that replaces the model removes
+    them, a later report replaces them and removes those it no longer draws.  A file of the user's
+    with one of those names is never overwritten: every target is checked before anything is
+    written (:class:`~topicjax._outputs.OutputRefusedError` naming it).  Words are escaped, so a
+    word holding ``|``, ``*`` or HTML cannot break the page's tables.
+    """
     folder = Path(model_dir)
     model = load_model(folder)
     _, meta = load_folder(folder)
+    for name in REPORT_FILES:  # every target first: nothing is written if one is refused
+        if name != "report.html" or html_page:
+            describing_file(folder, name, "the report")
     phi = np.asarray(model.phi_)
     name = type(model).__name__
     written: list[Path] = []
@@ -160,16 +184,17 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
         sections.append(("image", "Scores by iteration", (scores_png.name, final)))
     sections.append(("topics", f"Topics (top {n_words} words)", topics))
 
-    md = [f"# {name} — {folder.name}", ""]
+    md = [f"# {name} — {_md(folder.name)}", ""]
     for kind, title, content in sections:
         md += [f"## {title}", ""]
         if kind == "table":
-            md += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in content] + [""]
+            md += ["| | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in content] + [""]
         elif kind == "image":
             png, rows = content
-            md += [f"![{title}]({png})", "", "| | last |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+            md += [f"![{title}]({png})", "", "| | last |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |"
+                                                                            for k, v in rows] + [""]
         else:
-            md += ["| topic | top words |", "|---:|---|"] + [f"| {t} | {' '.join(ws)} |" for t, ws in
+            md += ["| topic | top words |", "|---:|---|"] + [f"| {t} | {_md(' '.join(ws))} |" for t, ws in
                                                             enumerate(content)] + [""]
     md_path = folder / "report.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
@@ -196,6 +221,9 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
         html_path = folder / "report.html"
         html_path.write_text(page, encoding="utf-8")
         written.insert(1, html_path)
+    names = [p.name for p in written]
+    drop_describing(folder, [n for n in REPORT_FILES if n not in names])  # an earlier report's, not redrawn
+    record_describing(folder, names)
     return written
 
 

@@ -31,11 +31,13 @@ ValueError: solver must be one of 'em', 'sgd', got 'adam'
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 
 import numpy as np
 
 __all__ = ["check_int", "check_number", "check_bool", "int_sequence", "integer", "number", "boolean", "one_of",
+           "machine_memory", "refuse_size", "refuse_online_topics",
            "optional", "int_pair", "strings", "callable_or_none", "protocol", "mapping_of_numbers", "either"]
 
 
@@ -255,3 +257,74 @@ def mapping_of_numbers(low: float = 0.0):
 
     check.accepts = what
     return check
+
+
+# ----------------------------------------------------------------------------- sizes against memory
+def _size(n: float) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def _cgroup_limit() -> int | None:
+    """The memory limit of the process's cgroup (a container's), ``None`` when there is none."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as fh:
+                raw = fh.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:  # cgroup v1 writes a huge number for "no limit"
+            return int(raw)
+    return None
+
+
+def machine_memory() -> tuple[int, str]:
+    """``(bytes, what)``: the memory the arrays of a fit live in -- the default device's memory on
+    an accelerator (what its allocator may use), else the physical memory of the machine (or the
+    limit of the process's container, when lower)."""
+    import jax
+
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if stats.get("bytes_limit"):
+            return int(stats["bytes_limit"]), f"the memory of {device.platform} device {device.id}"
+    try:
+        phys = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        phys = 0
+    cg = _cgroup_limit()
+    if cg is not None and (not phys or cg < phys):
+        return cg, "the memory limit of this process's container"
+    return (phys or 1 << 62), "the physical memory of this machine"
+
+
+def refuse_size(name: str, value: int, per_unit: float, fixed: float = 0.0, *, what: str,
+                limit: tuple[int, str] | None = None) -> None:
+    """Refuse ``name=value`` before anything is allocated when the arrays it sizes cannot fit:
+    ``fixed + per_unit * value`` bytes (``what`` says which arrays: they must be a lower bound of
+    what the fit holds at once, so that no fit that would run is refused) against ``limit``
+    (``(bytes, what)``; default :func:`machine_memory`).  A ``ValueError`` of this module's shape,
+    ``<name> must be an integer <= <largest that fits> here, got <value>: ...``, naming the bytes
+    needed and those available (the command line adds the option)."""
+    need = fixed + per_unit * value
+    have, where = machine_memory() if limit is None else limit
+    if need <= have:
+        return
+    largest = int((have - fixed) // per_unit) if per_unit > 0 else 0
+    head = (f"{name} must be an integer <= {largest:,} here, got {value!r}" if largest >= 1
+            else f"{name} must be smaller here, got {value!r} (the rest of the fit alone needs {_size(fixed)})")
+    raise ValueError(f"{head}: {what}, at least {_size(need)} in all, more than the {_size(have)} of {where}")
+
+
+def refuse_online_topics(n_topics: int, n_words: int, batch_docs: int, *, name: str = "n_components",
+                         limit: tuple[int, str] | None = None) -> None:
+    """:func:`refuse_size` for the online algorithm (:mod:`topicjax.core.online`): its state holds
+    Φ, the running counts n_wt and the pending counts (W x T each), a batch's Θ (T x documents of
+    a batch), and a step adds the expected counts of both, all float32."""
+    refuse_size(name, int(n_topics), 4.0 * (4 * n_words + 2 * batch_docs), limit=limit,
+                what=(f"with {int(n_topics):,} topics on {n_words:,} words and batches of {batch_docs:,} documents, "
+                      "an online fit holds Φ, the counts n_wt and the pending counts (W x T each), the "
+                      "batch's Θ (T x D) and a step's expected counts of both in float32"))

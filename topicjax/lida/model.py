@@ -23,7 +23,7 @@ from . import kernel
 from .ibp import ibp_sample
 from .sampler import sweep
 from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
-from .validators import check_memory, discount, gamma_prior, hyper_names, topic_slots
+from .validators import check_memory, discount, gamma_prior, hyper_names, memory_limit, memory_needed, topic_slots
 
 __all__ = ["LIDA"]
 
@@ -135,8 +135,8 @@ class LIDA(TopicModelBase):
     _saved_meta = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
                    "n_train_docs_", "transform_seed_")
     _array_specs = {
-        "phi_": ArraySpec(("W", "T"), nonneg=True),
-        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        "phi_": ArraySpec(("W", "T"), nonneg=True, simplex=0),
+        "theta_": ArraySpec(("T", "D"), nonneg=True, simplex=0),
         "theta_bar_": ArraySpec(("T", "D"), "b"),
         "phi_bar_": ArraySpec(("W", "T"), "b"),
         "phi_assigned_": ArraySpec(("W", "T"), "b"),
@@ -226,6 +226,39 @@ class LIDA(TopicModelBase):
         if self.init_topics is not None and self.init_topics > self.n_components:
             raise ValueError(f"init_topics must be in [1, n_components={self.n_components}], got {self.init_topics!r}")
 
+    def _refuse_sizes(self, corpus: Corpus, K: int, W: int, n_phantom: int, memory: dict) -> None:
+        """:func:`~topicjax.lida.validators.check_memory` before anything is allocated, its refusal
+        led by the parameter to change (read by the command line, which names its option): with
+        ``n_phantom`` phantom rows, ``n_phantom`` when the fit would fit without them, else
+        ``n_components``, each with the largest value that fits."""
+        try:
+            check_memory(corpus, K, **memory)
+            return
+        except ValueError as e:
+            why = str(e)
+        sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words)
+        limit = memory_limit()
+
+        def fits(k, rows):
+            return memory_needed(*sizes, k, **{**memory, "n_rows": rows}) <= limit
+
+        def largest(ok, hi):  # the largest v in [0, hi] with ok(v) (ok is monotone), -1 if none
+            lo, hi = -1, hi
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+            return lo
+
+        if n_phantom and fits(K, W):
+            name, value, best = "n_phantom", n_phantom, largest(lambda n: fits(K, W + n), n_phantom)
+        else:
+            name, value, best = "n_components", K, largest(lambda k: k >= 1 and fits(k, W + n_phantom), K)
+        if name == "n_phantom":
+            why = why.replace("lower n_components, ", "lower n_phantom, ")
+        if best >= (1 if name == "n_components" else 0):
+            raise ValueError(f"{name} must be an integer <= {best:,} here, got {value!r}: {why}") from None
+        raise ValueError(why)
+
     def _block_tokens(self, n_tokens: int) -> int:
         if self.tokens_per_block is not None:
             return int(self.tokens_per_block)
@@ -287,7 +320,7 @@ class LIDA(TopicModelBase):
         lanes = not kernel.use_kernel(self._config(corpus, int(self.n_components), W + n_phantom))
         memory = {"n_rows": W + n_phantom, "mode": self.sampler, "loglik": bool(self.eval_every),
                   "lanes_layout": lanes, "extras": extras}
-        check_memory(corpus, int(self.n_components), **memory)
+        self._refuse_sizes(corpus, int(self.n_components), W, n_phantom, memory)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens), extras=extras,
                              lanes_layout=lanes)
@@ -493,6 +526,11 @@ class LIDA(TopicModelBase):
         (:func:`~topicjax.lida.evaluate.no_evidence`; ``"keep"``), are left out (``"drop"``) or
         are an error (``"error"``)."""
         return self._transform_docs(X, empty_docs, lambda c: self._theta_new(c).T)
+
+    def _known_words(self) -> np.ndarray:
+        # Φ is smoothed (every word has probability in every topic): the words the model learned
+        # something about are those that held a training token (all in the last sample's topics)
+        return np.asarray(self.phi_assigned_).any(1)
 
     def _no_evidence(self) -> np.ndarray:
         return no_evidence(self.doc_freq_, self.n_train_docs_, self.hyper_["delta"], self.hyper_["sigma"],

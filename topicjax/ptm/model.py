@@ -230,13 +230,24 @@ def best_fit(models):
 
 
 # =============================================================================== estimator
-def check_fit_corpus(corpus: Corpus, n_topics: int):
+def check_fit_corpus(corpus: Corpus, n_topics: int, models: int = 1):
+    """Refuse, before anything is allocated, a number of topics the corpus cannot support (more
+    than its tokens or documents) or whose arrays cannot fit in memory: the GEM state holds, per
+    topic, β and the expected counts x (float32) and the switches u (bool) for every word, α, the
+    flip statistics s1, s2 (float32) and v (bool) for every document, and a step builds its new
+    state beside it (XLA's memory analysis of the compiled step counts more); ``models`` restarts
+    of :meth:`PTM.fit_many` hold their states side by side."""
     corpus.check_topics(n_topics)
     if n_topics > corpus.n_docs:
         raise ValueError(
             f"n_components={n_topics} is larger than the number of documents ({corpus.n_docs}): "
             "every topic needs at least one document"
         )
+    N, D = corpus.n_words, corpus.n_docs
+    fits = f"{models} PTM restarts hold" if models > 1 else "one PTM fit holds"
+    V.refuse_size("n_components", int(n_topics), (9.0 * N + 13.0 * D) * (models + 1),
+                  what=(f"with {int(n_topics):,} topics on {N:,} words and {D:,} documents, {fits} the GEM state (β, "
+                        "x, u per topic and word; α, s1, s2, v per topic and document) and a step's new state"))
 
 
 class PTM(TopicModelBase):
@@ -275,9 +286,9 @@ class PTM(TopicModelBase):
     _array_specs = {
         "u_": ArraySpec(("T", "W"), "biu"),
         "v_": ArraySpec(("T", "D"), "biu"),
-        "theta_": ArraySpec(("T", "D"), nonneg=True),
-        "beta_": ArraySpec(("T", "W"), nonneg=True),
-        "beta0_": ArraySpec(("W",), nonneg=True),
+        "theta_": ArraySpec(("T", "D"), nonneg=True, simplex=0),
+        "beta_": ArraySpec(("T", "W"), nonneg=True, simplex=1),
+        "beta0_": ArraySpec(("W",), nonneg=True, simplex=0),
         "shared_top_": ArraySpec(("T", SHARED_TOP), "iu"),
     }
     _meta_specs = {"bic_": "number", "bic_history_": "numbers", "history_": "records", "n_iter_": "int"}
@@ -369,10 +380,10 @@ class PTM(TopicModelBase):
         self._validate_params()
         refuse_documents(X, "PTM.fit_many")
         corpus = as_corpus(X)
-        check_fit_corpus(corpus, self.n_components)
         cfg = self._config()
         seeds = _check_seeds(seeds, n_restarts, self.random_state)
         G = len(seeds)
+        check_fit_corpus(corpus, self.n_components, models=G)
         if mode is None and vmap_size is not None:
             mode = "vmap"
         M, N = int(self.n_components), corpus.n_words

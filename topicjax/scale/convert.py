@@ -12,6 +12,11 @@ would:
 * :func:`convert_vw` -- a Vowpal Wabbit text file, ``batch_size`` lines at a time
   (:func:`~topicjax.data.formats.read_vw`).
 
+The store folder follows the rule of every writer (:class:`~topicjax.scale.store.StoreWriter`):
+new, empty or holding a store (replaced only when the conversion succeeds), never the input's own
+folder, nor inside it; anything else is refused with
+:class:`~topicjax._outputs.OutputRefusedError` before the input is read.
+
 >>> import os, tempfile, topicjax as tj
 >>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
 >>> folder = tempfile.mkdtemp()
@@ -36,7 +41,7 @@ from topicjax.data import formats
 from topicjax.data.corpus import INFERRED_SLACK, CorpusError, CorpusWarning, inferred_size_limit
 from topicjax.data.readers.common import EMPTY_FILE, stream_lines
 from topicjax.data.readers.uci import UCI_MAX_LINE
-from topicjax.scale.store import BatchStore, StoreWriter
+from topicjax.scale.store import BatchStore, StoreWriter, check_store_target
 
 __all__ = ["convert_uci", "convert_vw", "UCI_MAX_LINE"]
 
@@ -57,6 +62,7 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     gigabyte of offsets).
     """
     block_lines = check_int(block_lines, "block_lines", 1)  # np.int64 too
+    check_store_target(folder, [path, vocab_path])
     docword, vocab_src = formats.find_uci(Path(path), vocab_path, name)
     vocab = formats.read_vocab(vocab_src, encoding=encoding) if isinstance(vocab_src, (str, os.PathLike)) \
         else [str(v) for v in vocab_src]
@@ -65,7 +71,8 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     D, W, nnz = formats.parse_uci_header(header, docword)
     if W != len(vocab):
         raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
-    writer = StoreWriter(folder, batch_size, str(docword))
+    inputs = [path, docword] + ([vocab_src] if isinstance(vocab_src, (str, os.PathLike)) else [])
+    writer = StoreWriter(folder, batch_size, str(docword), inputs=inputs)
     try:
         empty = np.zeros(0, np.int64)
         pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
@@ -142,7 +149,9 @@ def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8",
     repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here; nor are
     labels (the ``@labels`` namespace, read as labels by default, not as words).
     """
-    writer = StoreWriter(folder, batch_size, str(path))
+    vocab = read_kwargs.get("vocab")
+    writer = StoreWriter(folder, batch_size, str(path),
+                         inputs=[path] + ([vocab] if isinstance(vocab, (str, os.PathLike)) else []))
     try:
         keys: dict[str, int] = {}
         dropped = n_read = 0

@@ -100,7 +100,11 @@ any device needs in any batch), so the step compiles once.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import socket
+import time
 
 import jax
 from jax.sharding import Mesh
@@ -109,21 +113,118 @@ from topicjax.artm import ARTM
 from topicjax.core.sharding import AXIS, RangeCorpus, ShardedCounts, host_array, make_mesh, replicate, shard
 from topicjax.scale.store import BatchStore
 
-__all__ = ["ShardedCounts", "RangeCorpus", "initialize", "make_mesh", "shard", "replicate", "host_array",
+__all__ = ["ShardedCounts", "RangeCorpus", "initialize", "StartupError", "make_mesh", "shard", "replicate", "host_array",
            "store_corpus", "fit", "AXIS"]
 
 
+class StartupError(RuntimeError):
+    """A multi-process run could not start: the coordinator or a peer did not come within the
+    timeout.  The message names the coordinator's address, this process's id and who is missing."""
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, **kwargs) -> None:
+               process_id: int | None = None, *, timeout: float = 120.0, **kwargs) -> None:
     """Join a multi-process JAX run (``jax.distributed.initialize``) with CPU collectives on.
 
     Call it first thing in every process, before any JAX computation.  With no arguments JAX
     detects the cluster (SLURM, Open MPI, Kubernetes/TPU environments).  On CPU the
     cross-process ``psum`` needs a collectives library: gloo is selected here.
+
+    With an explicit ``coordinator_address`` (``host:port``), ``num_processes`` > 1 and
+    ``process_id``, the processes first meet at that address (:func:`_rendezvous`, a plain TCP
+    exchange in Python: process 0 listens, every other process connects and says its id), so that a
+    coordinator or a peer that never comes is a :class:`StartupError` after ``timeout`` seconds
+    naming the address, this process and who is missing -- JAX's own start-up would wait five
+    minutes and then abort the process with a C++ stack, which Python cannot catch.  JAX's
+    ``initialization_timeout`` is set to ``timeout`` too, unless given in ``kwargs``.
+
+    Raises:
+        StartupError: the coordinator or a peer did not arrive within ``timeout`` seconds.
+        ValueError: ``timeout`` not a number > 0, ``process_id`` outside ``[0, num_processes)``, or an
+            address that is not ``host:port``.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    explicit = coordinator_address is not None and num_processes is not None and process_id is not None
+    if explicit and num_processes > 1:
+        _rendezvous(coordinator_address, int(num_processes), int(process_id), float(timeout))
+    kwargs.setdefault("initialization_timeout", max(1, int(math.ceil(timeout))))
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                process_id=process_id, **kwargs)
+
+
+def _rendezvous(address: str, n: int, pid: int, timeout: float) -> None:
+    """Meet the other processes at ``address`` before JAX does.  Process 0 listens there, takes one
+    connection from each other process (which sends its id), then tells each to go on and waits
+    for it to hang up (the peers close first, so the port is free again for JAX's service at once);
+    the others retry connecting until ``timeout``."""
+    if not 0 <= pid < n:
+        raise ValueError(f"process_id must be in [0, {n}) for num_processes={n}, got {pid}")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"coordinator_address must be 'host:port', got {address!r}")
+    host, port_no = host.strip("[]"), int(port)
+    who = f"process {pid} of {n}"
+    deadline = time.monotonic() + timeout
+    if pid == 0:
+        peers: dict[int, socket.socket] = {}
+        try:
+            with socket.create_server(("" if host in ("0.0.0.0", "::") else host, port_no), reuse_port=False) as srv:
+                srv.settimeout(0.2)
+                while len(peers) < n - 1:
+                    if time.monotonic() > deadline:
+                        missing = sorted(set(range(1, n)) - set(peers))
+                        raise StartupError(f"coordinator {address} ({who}): process(es) {_ids(missing)} did not "
+                                           f"connect within {timeout:g} s; start every process with the same "
+                                           "coordinator address and num_processes")
+                    try:
+                        conn, _ = srv.accept()
+                    except socket.timeout:
+                        continue
+                    conn.settimeout(max(0.1, deadline - time.monotonic()))
+                    try:
+                        msg = conn.recv(64).decode("ascii", "replace").strip()
+                    except OSError:
+                        conn.close()
+                        continue
+                    if not (msg.startswith("topicjax ") and msg[9:].isdigit()) or not 0 < int(msg[9:]) < n:
+                        conn.close()  # something else knocked: not one of ours
+                        continue
+                    old = peers.pop(int(msg[9:]), None)
+                    if old is not None:
+                        old.close()
+                    peers[int(msg[9:])] = conn
+            for conn in peers.values():
+                conn.sendall(b"go\n")
+            for conn in peers.values():  # the peer hangs up first
+                with contextlib.suppress(OSError):
+                    conn.settimeout(max(0.1, deadline - time.monotonic()))
+                    conn.recv(16)
+        except OSError as e:
+            raise StartupError(f"coordinator {address} ({who}): cannot listen there ({e})") from None
+        finally:
+            for conn in peers.values():
+                conn.close()
+        return
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port_no), timeout=max(0.1, min(2.0, deadline - time.monotonic()))) as c:
+                c.sendall(f"topicjax {pid}\n".encode("ascii"))
+                c.settimeout(max(0.1, deadline - time.monotonic()))
+                if c.recv(16).startswith(b"go"):
+                    return
+                last = "the coordinator hung up"
+        except OSError as e:
+            last = e.strerror or type(e).__name__
+        time.sleep(0.2)
+    raise StartupError(f"coordinator {address} did not answer {who} within {timeout:g} s (last: {last}); start "
+                       "process 0 there, with the same num_processes")
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:8])) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
 
 
 def store_corpus(store: BatchStore | str | os.PathLike) -> RangeCorpus:

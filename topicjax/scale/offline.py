@@ -156,7 +156,7 @@ def fit_store(store: BatchStore | str | os.PathLike, n_components: int, *, max_i
     """
     store = store if isinstance(store, BatchStore) else BatchStore(store)
     check_int(n_components, "n_components", 1)
-    check_int(max_iter, "max_iter", 0)
+    check_int(max_iter, "max_iter", 1)  # 0 would return the random initial Φ as fitted
     if doc_passes is not None:
         check_int(doc_passes, "doc_passes", 1)
     if overregularized not in ("remove", "keep"):

@@ -45,7 +45,7 @@ from topicjax.core import driver, em, layout
 from topicjax.core.sharding import RangeCorpus, chunks_per_device, host_array, replicate, shard
 from topicjax.core.online import ONLINE_EM, OnlineState, OnlineStatic, batch_step, online_init  # noqa: F401
 from topicjax.core.random import as_key, check_random_state
-from topicjax.core.validation import check_bool, check_int, check_number
+from topicjax.core.validation import check_bool, check_int, check_number, refuse_online_topics
 from topicjax.regularizers import Context, as_regularizer
 from topicjax.regularizers.base import check_regularizers
 from topicjax.scale.convert import convert_uci, convert_vw  # noqa: F401 - the import path of the first releases
@@ -127,8 +127,8 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
                random_state=0, state: OnlineState | None = None, progress: bool = True, mesh: Mesh | None = None):
     """Online PLSA/ARTM over a batch store (BigARTM's ``fit_online``; see the module docstring).
 
-    ``passes`` sweeps over the store, batches in order; the step size counter continues across
-    passes.  ``regularizers``: anything :func:`topicjax.regularizers.as_regularizer` accepts (bound
+    ``passes`` (>= 1) sweeps over the store, batches in order; the step size counter continues
+    across passes.  ``regularizers``: anything :func:`topicjax.regularizers.as_regularizer` accepts (bound
     to the batch's shape: regularizers with data about particular documents, or that need corpus
     statistics, are refused with a clear error).  ``state`` resumes a previous fit (the
     ``online_state_`` of the model it returned).  ``learning_offset`` (τ0, >= 1, so that ρ <= 1)
@@ -155,7 +155,9 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
     check_int(n_components, "n_components", 1)
     check_int(update_every, "update_every", 1)
     check_int(doc_passes, "doc_passes", 1)
-    check_int(passes, "passes", 0)
+    # passes=0 would return the random initial Φ as a fitted model; resuming a state for no pass
+    # is ARTM._from_online_state(state, ...) itself
+    check_int(passes, "passes", 1)
     check_number(learning_decay, "learning_decay", 0.0, 1.0)
     check_number(learning_offset, "learning_offset", 1.0)
     check_random_state(random_state)
@@ -169,6 +171,8 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
                              "batches, not documents by index")
     k = layout.DEFAULT_CHUNK // layout.PIECE
     n_docs = min(store.batch_size, store.n_docs)
+    if state is None:  # before the state is allocated (a state given is already there)
+        refuse_online_topics(n_components, store.n_words, n_docs)
     if mesh is None:
         n_chunks = max(1, -(-store.max_pieces() // k))
     else:  # one sharded shape for every batch: the most chunks a device needs in any batch
@@ -210,6 +214,8 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
         apply = (iteration % update_every == 0) or (iteration == total)
         updates = earlier + sum(1 for m in meta if m[3] is not None)
         meta.append((p + 1, i, n_tok, float(np.power(learning_offset + updates, -learning_decay)) if apply else None))
+        if p == 0 and i == store.n_batches - 1 and mesh is None:  # the first whole pass against meta.json
+            store.check_tokens(sum(m[2] for m in meta))
         return data, reg, jnp.asarray(apply), None
 
     def postfix(history):
@@ -235,16 +241,19 @@ def fit_online(store: BatchStore | str | os.PathLike, n_components: int, *, pass
         if rho is not None:
             rec["rho"] = rho
         history.append(rec)
-    return ARTM._from_online_state(state, reg, vocab=store.vocab(), history=history, regularizers=regularizers,
-                                   max_iter=max(1, total), random_state=random_state, doc_passes=int(doc_passes),
-                                   learning_offset=float(learning_offset), learning_decay=float(learning_decay),
-                                   progress=progress)
+    model = ARTM._from_online_state(state, reg, vocab=store.vocab(), history=history, regularizers=regularizers,
+                                    max_iter=total, random_state=random_state, doc_passes=int(doc_passes),
+                                    learning_offset=float(learning_offset), learning_decay=float(learning_decay),
+                                    progress=progress)
+    model._warn_empty_topics(history, where="fit_online", stacklevel=3)
+    return model
 
 
 def infer_theta(store: BatchStore | str | os.PathLike, phi, *, n_iter: int = 30,
                 regularizers=None) -> Iterator[tuple[int, np.ndarray]]:
     """Θ of the store's documents with Φ fixed, batch by batch: yields ``(first_doc, theta (T, n))``."""
     store = store if isinstance(store, BatchStore) else BatchStore(store)
+    check_int(n_iter, "n_iter", 1)  # 0 would give the uniform start as the documents' Θ
     phi = jnp.asarray(phi, jnp.float32)
     for batch in store:
         data = layout.DocWordCounts(*(jnp.asarray(a) for a in layout.sliced_layout(

@@ -26,17 +26,21 @@ through the same :class:`StoreWriter`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from topicjax._outputs import check_folder, check_not_input, folder_lock
 from topicjax.core import layout
 from topicjax.core.validation import check_int
 from topicjax.data.corpus import MAX_ID, Corpus, CorpusError
 
-__all__ = ["FORMAT", "Batch", "BatchStore", "StoreWriter", "write_store"]
+__all__ = ["FORMAT", "Batch", "BatchStore", "StoreWriter", "write_store", "is_store", "check_store_target"]
 
 #: The ``format`` of a store's ``meta.json``.
 FORMAT = "topicjax-batches/1"
@@ -67,6 +71,9 @@ class BatchStore:
         self.folder = Path(folder)
         meta_path = self.folder / "meta.json"
         if not meta_path.is_file():
+            if (self.folder / MARKER).is_file():
+                raise CorpusError(f"{self.folder}: a write of this batch store was interrupted (no meta.json); write "
+                                  "the store again")
             raise FileNotFoundError(f"{self.folder} is not a batch store (no meta.json)")
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -77,6 +84,7 @@ class BatchStore:
         if meta.get("format") != FORMAT:
             raise CorpusError(f"{meta_path}: unknown format {meta.get('format')!r} (expected {FORMAT!r})")
         self.meta = meta
+        self._identity = _identity(meta_path)  # a store replaced while this one is read is noticed
         # Every size is checked against the files actually present before anything is read, so
         # a hostile meta.json cannot make the store allocate more than its files hold.
         self.n_docs = _meta_int(meta, "n_docs", meta_path, high=MAX_ID)
@@ -116,6 +124,12 @@ class BatchStore:
             raise CorpusError(f"{path}: not valid utf-8 ({e})") from None
         if len(words) != self.n_words:
             raise CorpusError(f"{path}: {len(words)} lines but meta.json says n_words={self.n_words}")
+        if len(set(words)) != len(words):
+            first: dict[str, int] = {}
+            for i, w in enumerate(words):
+                if first.setdefault(w, i) != i:
+                    raise CorpusError(f"{path}: line {i + 1} repeats the word {w!r} of line {first[w] + 1}; a store's "
+                                      "words must be distinct")
         return words
 
     def _read(self, name: str, dtype, start: int, stop: int) -> np.ndarray:
@@ -158,6 +172,9 @@ class BatchStore:
         process never reads the entries of another process's documents."""
         if not 0 <= first <= last <= self.n_docs:
             raise IndexError(f"documents {first}..{last - 1} are outside 0..{self.n_docs - 1}")
+        if _identity(self.folder / "meta.json") != self._identity:
+            raise CorpusError(f"{self.folder}: the batch store was replaced or is being rewritten while it is read; "
+                              "open it again once the writer has finished")
         off = self._offsets(first, last)
         words = self._read("words.bin", np.int32, int(off[0]), int(off[-1]))
         counts = self._read("counts.bin", np.int32, int(off[0]), int(off[-1]))
@@ -171,8 +188,22 @@ class BatchStore:
         return Batch(first, off - off[0], words, counts)
 
     def __iter__(self) -> Iterator[Batch]:
+        """The batches in order; once all are read, their counts are checked against meta.json's
+        ``n_tokens`` (a store altered after it was written is an error, not a silently other corpus;
+        reads of a part, as a sharded fit makes, read only that part and check what they read)."""
+        tokens = 0
         for i in range(self.n_batches):
-            yield self.batch(i)
+            b = self.batch(i)
+            tokens += int(b.counts.sum(dtype=np.int64))
+            yield b
+        self.check_tokens(tokens)
+
+    def check_tokens(self, tokens: int) -> None:
+        """Refuse (:class:`CorpusError`) a whole pass whose counts add up to ``tokens`` when
+        meta.json says otherwise: the store was altered after it was written."""
+        if tokens != self.n_tokens:
+            raise CorpusError(f"{self.folder / 'counts.bin'}: the counts add up to {tokens} tokens but meta.json says "
+                              f"n_tokens={self.n_tokens} (the store was altered after it was written)")
 
     def __len__(self) -> int:
         return self.n_batches
@@ -192,8 +223,22 @@ class BatchStore:
         off = self._offsets(0, self.n_docs)
         words = self._read("words.bin", np.int32, 0, self.nnz)
         counts = self._read("counts.bin", np.int32, 0, self.nnz)
+        if (counts < 0).any():
+            raise CorpusError(f"{self.folder / 'counts.bin'}: entry {int(np.argmax(counts < 0))}: a negative count "
+                              "(corrupt store)")
+        self.check_tokens(int(counts.sum(dtype=np.int64)))
         docs = np.repeat(np.arange(self.n_docs), np.diff(off))
         return Corpus.from_entries(docs, words, counts, vocab=self.vocab(), n_docs=self.n_docs, empty_docs=empty_docs)
+
+
+def _identity(meta_path: Path):
+    """What changes when a writer replaces a store (its meta.json is a new file): device, inode,
+    modification time; ``None`` when it is missing (a replacement under way)."""
+    try:
+        st = os.stat(meta_path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 def _meta_int(meta: dict, key: str, path, *, low: int = 0, high: int | None = None) -> int:
@@ -205,18 +250,76 @@ def _meta_int(meta: dict, key: str, path, *, low: int = 0, high: int | None = No
     return v
 
 
-class StoreWriter:
-    """Appends documents (CSR pieces) to the flat files of a store."""
+#: The files a store consists of; a replacement rewrites every one of them.
+STORE_FILES = ("offsets.bin", "words.bin", "counts.bin", "vocab.txt", "meta.json")
+#: A hidden file in every store folder: it marks the folder as a store's while ``meta.json`` is
+#: absent (a replacement killed between its renames), and its lock keeps two writers apart.
+MARKER = ".topicjax-store"
+_PENDING = ".writing-"
 
-    def __init__(self, folder, batch_size: int, source: str):
+
+def is_store(folder) -> bool:
+    """Whether ``folder`` holds a batch store (``meta.json`` of :data:`FORMAT`, or the marker of a
+    store whose replacement was interrupted): the only folder a store writer replaces."""
+    folder = Path(folder)
+    if (folder / MARKER).is_file():
+        return True
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT
+
+
+def _ours(name: str) -> bool:
+    """The hidden files of a store write in progress (and the marker): not "other files"."""
+    return name.startswith(MARKER) or (name.startswith(".") and _PENDING in name
+                                       and name[1:].split(_PENDING)[0] in STORE_FILES)
+
+
+def check_store_target(folder, inputs=()) -> Path:
+    """``folder`` as a Path if a store may be written there -- a new folder, an empty one or one
+    that :func:`is_store` (replaced) -- and it is not, does not hold and is not inside any of
+    ``inputs`` (the files the conversion reads); else an
+    :class:`~topicjax._outputs.OutputRefusedError` naming it.  Writes nothing."""
+    check_not_input(folder, inputs, "the store")
+    return check_folder(folder, owns=is_store, kind="a batch store", ignore=_ours)
+
+
+class StoreWriter:
+    """Appends documents (CSR pieces) to the flat files of a store.
+
+    The rule of every writer (:mod:`topicjax._outputs`): the folder must be new, empty or hold a
+    store (:func:`check_store_target`; ``inputs`` are the paths the conversion reads, which the
+    store may not be, hold or lie inside).  Everything is written to hidden files inside the folder
+    and renamed over the store's files only by :meth:`close`, ``meta.json`` last, so a conversion
+    that fails or is killed leaves the earlier store (or nothing) as it was; other files in the
+    folder are kept.  Two writers of one folder are refused (a lock).
+    """
+
+    def __init__(self, folder, batch_size: int, source: str, inputs=()):
         batch_size = check_int(batch_size, "batch_size", 1)  # documents per batch; 2.5 or "3" is refused
-        self.folder = Path(folder)
+        self.folder = check_store_target(folder, inputs)
+        self.created = not self.folder.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "meta.json").unlink(missing_ok=True)  # a half-written store is not a store
-        self.batch_size, self.source = int(batch_size), source
-        self.fh = {n: open(self.folder / n, "wb") for n in ("offsets.bin", "words.bin", "counts.bin")}
+        self._lock = contextlib.ExitStack()
+        try:
+            self._lock.enter_context(folder_lock(self.folder / f"{MARKER}.lock", f"a batch store to {self.folder}"))
+            check_store_target(self.folder)  # again, now that no other writer can change it
+            for e in os.scandir(self.folder):  # what killed writes left (no writer runs: the lock is ours)
+                if e.name.startswith(".") and _PENDING in e.name and _ours(e.name):
+                    os.unlink(e.path)
+            self.id = secrets.token_hex(6)
+            self.batch_size, self.source = int(batch_size), source
+            self.fh = {n: open(self._pending(n), "xb") for n in ("offsets.bin", "words.bin", "counts.bin")}
+        except BaseException:
+            self._release()
+            raise
         self.fh["offsets.bin"].write(np.zeros(1, np.int64).tobytes())
         self.n_docs = self.nnz = self.n_tokens = 0
+
+    def _pending(self, name: str) -> Path:
+        return self.folder / f".{name}{_PENDING}{self.id}"
 
     def append(self, lengths: np.ndarray, words: np.ndarray, counts: np.ndarray) -> None:
         lengths = np.asarray(lengths, np.int64)
@@ -230,23 +333,50 @@ class StoreWriter:
         self.nnz = int(ends[-1])
         self.n_tokens += int(np.asarray(counts, np.int64).sum())
 
-    def abort(self) -> None:
-        """Close the files of a conversion that failed (the folder stays without meta.json)."""
-        for f in self.fh.values():
+    def _release(self) -> None:
+        """Remove this write's hidden files (and the folder, if this writer made it and nothing else
+        is in it), then drop the lock."""
+        for f in getattr(self, "fh", {}).values():
             f.close()
+        if hasattr(self, "id"):
+            for name in STORE_FILES:
+                self._pending(name).unlink(missing_ok=True)
+        if self.created:
+            with contextlib.suppress(OSError):
+                (self.folder / f"{MARKER}.lock").unlink(missing_ok=True)
+                self.folder.rmdir()  # only if empty: a store or another file that appeared stays
+        self._lock.close()
+
+    def abort(self) -> None:
+        """Give up a conversion that failed: its hidden files go, an earlier store is untouched."""
+        self._release()
 
     def close(self, vocab: list[str], extra: dict | None = None) -> "BatchStore":
-        for f in self.fh.values():
-            f.close()
-        if self.n_docs == 0:
-            raise CorpusError(f"{self.source}: no documents to store")
-        for i, w in enumerate(vocab):
-            if not w or "\n" in w or w != w.strip():
-                raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be stored one word per line")
-        (self.folder / "vocab.txt").write_text("".join(f"{w}\n" for w in vocab), encoding="utf-8")
-        meta = dict(format=FORMAT, n_docs=self.n_docs, n_words=len(vocab), nnz=self.nnz, n_tokens=self.n_tokens,
-                    batch_size=self.batch_size, source=self.source, **(extra or {}))
-        (self.folder / "meta.json").write_text(json.dumps(meta, indent=1))
+        try:
+            for f in self.fh.values():
+                f.close()
+            if self.n_docs == 0:
+                raise CorpusError(f"{self.source}: no documents to store")
+            seen: dict[str, int] = {}
+            for i, w in enumerate(vocab):
+                if not w or "\n" in w or w != w.strip():
+                    raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be stored one word per line")
+                if seen.setdefault(w, i) != i:
+                    raise CorpusError(f"{self.source}: the vocabulary repeats {w!r} (entries {seen[w]} and {i}); a "
+                                      "store's words must be distinct")
+            self._pending("vocab.txt").write_text("".join(f"{w}\n" for w in vocab), encoding="utf-8")
+            meta = dict(format=FORMAT, n_docs=self.n_docs, n_words=len(vocab), nnz=self.nnz, n_tokens=self.n_tokens,
+                        batch_size=self.batch_size, source=self.source, **(extra or {}))
+            self._pending("meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            # The marker first and meta.json last: a kill in between leaves a folder that is still
+            # recognised as a store's (and replaced by the next write) but never read as a store.
+            (self.folder / MARKER).write_text(FORMAT + "\n", encoding="utf-8")
+            (self.folder / "meta.json").unlink(missing_ok=True)
+            for name in STORE_FILES:
+                os.replace(self._pending(name), self.folder / name)
+            self.created = False  # the folder holds a store now: never removed
+        finally:
+            self._release()
         return BatchStore(self.folder)
 
 
@@ -254,8 +384,16 @@ def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> B
     """Write corpora one after another into a store (all with the first part's vocabulary).
 
     Only one part is in memory at a time when ``parts`` is a generator, so a corpus can be
-    converted piece by piece.
+    converted piece by piece.  ``folder`` must be new, empty or hold a store, which is replaced
+    only once every part is written (:class:`StoreWriter`); anything else is refused with
+    :class:`~topicjax._outputs.OutputRefusedError` before the first part is read.
+
+    Raises:
+        OutputRefusedError: ``folder`` is ``.``, a file, a folder of other files, or being written
+            by another process.
+        CorpusError: no parts, parts with different vocabularies, a vocabulary that repeats a word.
     """
+    check_store_target(folder)  # before the first part is made
     writer = None
     vocab = None
     try:

@@ -76,10 +76,10 @@ class TTMM(TopicModelBase):
     _saved_meta = ("loglik_history_", "history_", "n_iter_")
     _unsaved_params = ("optimizer",)
     _array_specs = {
-        "pi_": ArraySpec(("J",), nonneg=True),
-        "tau_": ArraySpec(("J", "T"), nonneg=True),
-        "beta_": ArraySpec(("T", "W"), nonneg=True),
-        "theta_": ArraySpec(("T", "D"), nonneg=True),
+        "pi_": ArraySpec(("J",), nonneg=True, simplex=0),
+        "tau_": ArraySpec(("J", "T"), nonneg=True, simplex=1),
+        "beta_": ArraySpec(("T", "W"), nonneg=True, simplex=1),
+        "theta_": ArraySpec(("T", "D"), nonneg=True, simplex=0),
     }
     _meta_specs = {"loglik_history_": "numbers", "history_": "records", "n_iter_": "int"}
     _meta_required = ("loglik_history_", "history_", "n_iter_")
@@ -115,6 +115,24 @@ class TTMM(TopicModelBase):
         if self.optimizer is not None and self.solver != "sgd":
             raise ValueError("optimizer is only used by solver='sgd'; set solver='sgd' or optimizer=None")
 
+    def _refuse_sizes(self, corpus: Corpus, models: int = 1) -> None:
+        """Refuse, before anything is allocated, numbers of themes J and topics K whose arrays
+        cannot fit (:func:`topicjax.core.validation.refuse_size`).  Counted, float32: the parameters
+        τ (J x K) and β (K x W) and the EM step's new ones, its theme-word sums A and R (J x W each)
+        and the theme posteriors P (D x J); ``models`` restarts hold their parameters side by side.
+        The parameter named is the one whose arrays are the larger part."""
+        J, K, W, D = int(self.n_themes), int(self.n_components), corpus.n_words, corpus.n_docs
+        m = models + 1
+        by_j = 4.0 * (m * K + 2 * W + D)  # bytes per theme, K fixed
+        by_k = 4.0 * m * (J + W)  # bytes per topic, J fixed
+        name, value, per, fixed = (("n_themes", J, by_j, 4.0 * m * K * W) if J * by_j >= K * by_k
+                                   else ("n_components", K, by_k, 4.0 * (2 * J * W + D * J)))
+        fits = f"{models} TTMM fits hold" if models > 1 else "one TTMM fit holds"
+        V.refuse_size(name, value, per, fixed,
+                      what=(f"with {J:,} themes and {K:,} topics on {W:,} words and {D:,} documents, {fits} τ (J x K), "
+                            "β (K x W), the EM step's new τ and β, its sums A, R (J x W) and the theme posteriors "
+                            "(D x J) in float32"))
+
     # ---------------------------------------------------------------- fitting
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
         """Fit on a :class:`Corpus` or a (documents x words) count matrix (labels are ignored).
@@ -125,6 +143,7 @@ class TTMM(TopicModelBase):
         J, K = int(self.n_themes), int(self.n_components)
         corpus = self._train_corpus(X)
         corpus.check_topics(K)
+        self._refuse_sizes(corpus)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         D, W = corpus.n_docs, corpus.n_words
         data = theme_layout(corpus, J, self.chunk)
@@ -227,6 +246,7 @@ class TTMM(TopicModelBase):
             raise ValueError("fit_many: no models")
         corpus = self._train_corpus(X)
         corpus.check_topics(K)
+        self._refuse_sizes(corpus, models=len(seeds))
         D, W = corpus.n_docs, corpus.n_words
         data = theme_layout(corpus, J, self.chunk)
         keys = jnp.stack([as_key(s, "seeds") for s in seeds])

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from topicjax._outputs import OutputRefusedError, check_file
 from topicjax.data.entries import CorpusError, first_missing
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -223,8 +224,27 @@ def strip_bom(text: str) -> str:
     return text[1:] if text.startswith(BOM) else text
 
 
+def check_targets(paths, kind: str, overwrite: bool) -> list[Path]:
+    """The files a format writer is about to write, checked before anything is written: each new,
+    or (only with ``overwrite=True``) an existing file, which is then replaced; never a folder, the
+    same file twice, ``.`` or ``..`` (:func:`topicjax._outputs.check_file`).  Refused:
+    :class:`~topicjax._outputs.OutputRefusedError` naming the file."""
+    for p in map(Path, paths):
+        if not overwrite and p.is_file():
+            raise OutputRefusedError(f"{p} exists; pass overwrite=True to replace it (a writer never overwrites a "
+                                     "file unasked)")
+    out = [check_file(p, owns=lambda _: True, kind=kind) for p in paths]
+    real = [os.path.realpath(p) for p in out]
+    for i, r in enumerate(real):
+        if r in real[:i]:
+            raise OutputRefusedError(f"{out[i]} is named for two files of {kind}; give each its own name")
+    return out
+
+
 def open_write(path, compress: bool | None):
-    """A text handle for writing; gzip when ``compress`` (or, if None, when the name ends in .gz).
+    """A text handle for writing ``path``; gzip when ``compress`` (or, if None, when the name ends
+    in .gz).  The text goes to a hidden file beside ``path`` that replaces it only when the block
+    ends without an error, so a write that fails leaves what was there.
 
     gzip output has a zero timestamp so that the same corpus always gives the same bytes.
     """
@@ -232,25 +252,35 @@ def open_write(path, compress: bool | None):
     if compress is None:
         compress = path.suffix == ".gz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    if compress:
-        raw = open(path, "wb")
-        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
-        return _Closing(io.TextIOWrapper(gz, encoding="utf-8", newline="\n"), raw)
-    return open(path, "w", encoding="utf-8", newline="\n")
+    return _Replacing(path, compress)
 
 
-class _Closing:
-    """Text wrapper over a GzipFile that also closes the underlying file."""
+class _Replacing:
+    """Writes a hidden file beside ``path`` and renames it over ``path`` on success."""
 
-    def __init__(self, text, raw):
-        self._text, self._raw = text, raw
+    def __init__(self, path: Path, compress: bool):
+        self._path = path
+        self._tmp = path.with_name(f".{path.name}.writing-{os.getpid()}-{id(self):x}")
+        self._raw = open(self._tmp, "xb")
+        if compress:
+            self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=6)
+            self._text = io.TextIOWrapper(self._gz, encoding="utf-8", newline="\n")
+        else:
+            self._gz = None
+            self._text = io.TextIOWrapper(self._raw, encoding="utf-8", newline="\n")
 
     def __enter__(self):
         return self._text
 
-    def __exit__(self, *exc):
-        self._text.close()
-        self._raw.close()
+    def __exit__(self, exc_type, *exc):
+        try:
+            self._text.close()  # closes the gzip stream and the file (gzip: the file stays open)
+            self._raw.close()
+        finally:
+            if exc_type is None:
+                os.replace(self._tmp, self._path)
+            else:
+                self._tmp.unlink(missing_ok=True)
 
 
 def parse_count(tok: str) -> int:
@@ -336,7 +366,9 @@ def report_missing(path, present: np.ndarray, n_docs: int, describe) -> None:
         )
 
 
-def write_vocab(words: Sequence[str], path) -> None:
+def write_vocab(words: Sequence[str], path, *, overwrite: bool = False) -> None:
+    """Write ``words`` one per line to ``path`` (checked as :func:`check_targets` checks)."""
+    check_targets([path], "a vocabulary file", overwrite)
     for i, w in enumerate(words):
         if not w or w != w.strip() or "\n" in w or "\r" in w:
             raise CorpusError(f"vocabulary entry {i} ({w!r}) cannot be written one word per line")

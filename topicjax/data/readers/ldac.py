@@ -14,6 +14,7 @@ from topicjax.data.readers.common import (
     BadValue,
     check_empty_docs,
     file_error,
+    check_targets,
     open_write,
     parse_count,
     parse_id,
@@ -135,18 +136,22 @@ def ldac_entries(
         vocab=words, n_words=None if words is not None else W, n_docs=n_docs, empty_docs=empty_docs, **kwargs))
 
 
-def write_ldac(corpus: "Corpus", path, vocab_path=None, *, compress: bool | None = None) -> tuple[Path, Path | None]:
+def write_ldac(corpus: "Corpus", path, vocab_path=None, *, compress: bool | None = None,
+               overwrite: bool = False) -> tuple[Path, Path | None]:
     """Write an lda-c file and its vocabulary; gzip when the name ends in ``.gz``.
 
     ``vocab_path`` defaults to ``X.vocab`` beside ``X.ldac`` (where :func:`~topicjax.data.formats.read_ldac` looks);
     ``False`` writes no vocabulary.  Labels and document names are not part of the format.
-    Returns ``(path, vocab_path)``.
+    Returns ``(path, vocab_path)``.  Existing files are refused
+    (:class:`~topicjax._outputs.OutputRefusedError`, before anything is written) unless
+    ``overwrite=True``.
     """
     path = Path(path)
     if vocab_path is None:
         base = path.with_suffix("") if path.suffix == ".gz" else path
         stem = base.with_suffix("")
         vocab_path = stem.with_name(stem.name + ".vocab")
+    check_targets([path] + ([vocab_path] if vocab_path is not False else []), "an lda-c corpus file", overwrite)
     off = corpus.doc_offsets
     wid, cnt = corpus.word_ids.tolist(), corpus.counts.tolist()
     with open_write(path, compress) as fh:
@@ -156,5 +161,5 @@ def write_ldac(corpus: "Corpus", path, vocab_path=None, *, compress: bool | None
             fh.write(f"{e - s} {pairs}\n" if pairs else "0\n")
     if vocab_path is False:
         return path, None
-    write_vocab(corpus.vocab, vocab_path)
+    write_vocab(corpus.vocab, vocab_path, overwrite=True)
     return path, Path(vocab_path)

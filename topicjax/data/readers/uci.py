@@ -21,6 +21,7 @@ from topicjax.data.readers.common import (
     check_empty_docs,
     file_error,
     is_gzip,
+    check_targets,
     open_write,
     parse_count,
     parse_id,
@@ -352,17 +353,25 @@ def _distinct(ids: np.ndarray) -> np.ndarray:
     return present_documents(ids) if np.all(ids[1:] >= ids[:-1]) else np.unique(ids)
 
 
-def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False) -> tuple[Path, Path]:
+def write_uci(corpus: "Corpus", folder, name: str = "corpus", *, compress: bool = False,
+              overwrite: bool = False) -> tuple[Path, Path]:
     """Write ``folder/docword.NAME.txt[.gz]`` and ``folder/vocab.NAME.txt`` (folder created).
 
     Returns the two paths.  Labels, modalities and document names are not part of the format.
+    Existing files of those names are refused (:class:`~topicjax._outputs.OutputRefusedError`,
+    before anything is written) unless ``overwrite=True``, which replaces them and removes the
+    other form of the docword file (``.txt`` beside ``.txt.gz``), so the folder never holds two
+    docword files of one name.
     """
     if not name or any(c in name for c in "/\\") or name != name.strip():
         raise ValueError(f"name must be a plain file-name part, got {name!r}")
     folder = Path(folder)
     docword = folder / (f"docword.{name}.txt" + (".gz" if compress else ""))
+    twin = folder / (f"docword.{name}.txt" + ("" if compress else ".gz"))
     vocab_file = folder / f"vocab.{name}.txt"
-    write_vocab(corpus.vocab, vocab_file)
+    check_targets([docword, vocab_file, twin], "a UCI corpus file", overwrite)
+    write_vocab(corpus.vocab, vocab_file, overwrite=True)
+    twin.unlink(missing_ok=True)
     with open_write(docword, compress) as fh:
         fh.write(f"{corpus.n_docs}\n{corpus.n_words}\n{corpus.nnz}\n")
         rows = zip((corpus.doc_ids + 1).tolist(), (corpus.word_ids + 1).tolist(), corpus.counts.tolist())

@@ -14,6 +14,7 @@ from topicjax.data.readers.common import (
     BadValue,
     check_empty_docs,
     file_error,
+    check_targets,
     open_write,
     parse_count,
     read_text,
@@ -236,6 +237,7 @@ def write_vw(
     label_modality: str | None = LABELS_NAMESPACE,
     vocab_path=None,
     compress: bool | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write a Vowpal Wabbit text file (BigARTM's form); gzip when the name ends in ``.gz``.
 
@@ -252,9 +254,12 @@ def write_vw(
     the vocabulary, as :func:`~topicjax.data.formats.read_vw` numbers them).  The format has no vocabulary, so for any other corpus pass
     ``vocab_path``: the vocabulary keys are written there, one per line, followed by the label
     names as keys ``"<label_modality>|name"``, and ``read_vw(path, vocab=vocab_path)`` gives back
-    the same corpus.  Returns ``path``.
+    the same corpus.  Returns ``path``.  Existing files (``path``, ``vocab_path``) are refused
+    (:class:`~topicjax._outputs.OutputRefusedError`, before anything is written) unless
+    ``overwrite=True``.
     """
     path = Path(path)
+    check_targets([path] + ([vocab_path] if vocab_path is not None else []), "a Vowpal Wabbit corpus file", overwrite)
     W = corpus.n_words
     if corpus.modalities is None:
         mod_of = np.zeros(W, np.int64)
@@ -310,5 +315,5 @@ def write_vw(
         label_keys = []
         if corpus.labels is not None and label_modality is not None:
             label_keys = [f"{label_modality}|{name}" for name in corpus.label_names]
-        write_vocab(list(corpus.vocab) + label_keys, vocab_path)
+        write_vocab(list(corpus.vocab) + label_keys, vocab_path, overwrite=True)
     return path
