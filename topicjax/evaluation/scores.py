@@ -39,6 +39,7 @@ import numpy as np
 
 from topicjax.core.validation import check_int
 from topicjax.evaluation import metrics
+from topicjax.regularizers._fresh import fresh
 
 __all__ = [
     "ScoreContext",
@@ -217,10 +218,39 @@ def resolve_scores(scores) -> list:
                 raise ValueError(f"unknown score {s!r}; known: {sorted(SCORES)} (or pass a callable)")
             out.append(SCORES[s]())
         elif callable(s):
-            out.append(s)
+            out.append(_fresh_device(s))
         else:
             raise TypeError(f"a score must be a name or a callable score(ctx) -> dict, got {s!r}")
     return out
+
+
+def _fresh_device(score):
+    """``score`` itself, or, when its ``device`` function is a user's (compiled into the fit's
+    loop as a static part), a proxy whose ``device`` carries the fingerprint of what that
+    function reads now (:class:`~topicjax.regularizers._fresh.Fresh`): a fit after a change of
+    a global it reads compiles again and uses the new value, an unchanged one reuses the loop."""
+    device = getattr(score, "device", None)
+    if device is None:
+        return score
+    name = getattr(score, "name", None) or getattr(device, "__name__", type(score).__name__)
+    fn = fresh(device, what="device score", owner=name)
+    return score if fn is device else _FreshDeviceScore(score, fn)
+
+
+class _FreshDeviceScore:
+    """A user's score with its ``device`` function fingerprinted (see :func:`_fresh_device`); every
+    other attribute and the call are the score's own."""
+
+    def __init__(self, score, device):
+        self._score, self.device = score, device
+
+    def __call__(self, ctx):
+        return self._score(ctx)
+
+    def __getattr__(self, name):
+        if name == "_score":  # while copying, before __init__ ran
+            raise AttributeError(name)
+        return getattr(self._score, name)
 
 
 def _series(history: Sequence[dict], key: str):

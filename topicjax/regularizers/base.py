@@ -20,6 +20,23 @@ holding a tuple of :class:`Term`\\ s.  Each term carries
   parameters after every pass (eq. 38-39; rate-controlled sparsing), a JSON ``spec`` to rebuild
   it when a model is loaded.
 
+A fit uses a regularizer as it is *at the time of the call*.  ``fn`` is compiled into the fit,
+and so is every Python value it reads outside its arguments (a module global, a closure cell,
+a default argument, an attribute of a captured object, a numpy array, a helper function that
+reads a global).  So :func:`as_regularizer`, which every entry point calls at every call,
+fingerprints each user function (``R``, the ``fn`` and ``update`` of :func:`custom`, a traced
+schedule ``tau(iteration)``) together with those values
+(:class:`~topicjax.regularizers._fresh.Fresh`: numbers, strings and containers by value, arrays
+by shape, dtype and a hash of their bytes, library modules, classes and functions by identity):
+two terms compare equal, and a compiled step is reused, only when the functions AND their
+fingerprints are equal.  Change ``scale = 2.0`` to ``3.0`` and fit again: the step compiles
+again and uses 3.0; fit again with 3.0 (or back with 2.0) and the compiled step is found.  A
+value that cannot be fingerprinted (an object of a type with no attributes to read, a tracer, a
+structure beyond the walk's bounds) is compared by identity and warned about once, naming the
+regularizer and the variable: its later changes are not seen (pass such data as ``custom(fn,
+data)``'s data, a pytree argument).  Pool members are library functions that read only their
+``params``: they are compared by identity as before.
+
 Pool members hold a ``binder(ctx: Context) -> params`` run when a model is fitted (topic names,
 document ids and corpus statistics are resolved then, with clear errors).  Every entry point
 (``ARTM.fit``, ``fit_many``, ``transform``, :func:`topicjax.scale.online.fit_online`,
@@ -54,7 +71,9 @@ import numpy as np
 
 from topicjax.core.numerics import EPS
 from topicjax.core.plain import jsonable
-from topicjax.regularizers.schedules import Constant, Schedule, Table, as_schedule, check_values, is_number
+from topicjax.regularizers._fresh import Fresh, fresh
+from topicjax.regularizers.schedules import (Constant, Schedule, Table, Traced, as_schedule, check_values,
+                                            is_number)
 
 __all__ = ["Context", "Term", "Regularizer", "as_regularizer", "check_regularizers", "combine", "custom", "register", "from_spec",
            "REGISTRY", "LABELS_MODALITY", "PlainFunction"]
@@ -142,26 +161,16 @@ def _n_positional(fn) -> int:
     return n
 
 
-class PlainFunction:
+class PlainFunction(Fresh):
     """``fn(phi, theta, params)`` calling a plain ``R(phi, theta)``; equal (and hashing equal)
-    for the same ``R``, so coercing one function twice reuses the compiled step."""
+    for the same ``R`` reading the same values (its fingerprint, :mod:`topicjax.regularizers._fresh`),
+    so coercing one function twice reuses the compiled step while nothing it reads has changed,
+    and a fit after a change compiles a step that uses the new values."""
 
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
+    __slots__ = ()
 
     def __call__(self, phi, theta, params=None):
         return self.fn(phi, theta)
-
-    def __eq__(self, other):
-        return isinstance(other, PlainFunction) and other.fn is self.fn
-
-    def __hash__(self):
-        return hash((PlainFunction, id(self.fn)))
-
-    def __repr__(self):
-        return f"PlainFunction({getattr(self.fn, '__name__', self.fn)!r})"
 
 
 class Term(eqx.Module):
@@ -542,13 +551,23 @@ def _from_plain(fn) -> Regularizer:
     if n not in (2, 99):
         raise TypeError(f"regularizer {name!r} must take exactly two arguments (phi, theta), it takes {n}; "
                         "for data use topicjax.regularizers.custom(fn(phi, theta, data), data)")
-    return Regularizer([Term(fn=PlainFunction(fn), params=None, coef=Constant(1.0), name=name)])
+    # fingerprinted once, by as_regularizer, when the whole regularizer is assembled
+    return Regularizer([Term(fn=PlainFunction(fn, b"", owner=name), params=None, coef=Constant(1.0), name=name)])
 
 
 def as_regularizer(item) -> Regularizer:
     """THE coercion: ``None``, a :class:`Regularizer`, a plain ``R(phi, theta)``, a pair
     ``(R, tau)`` (τ a number, a schedule or a function of the iteration), or a list/tuple of
-    those -> one :class:`Regularizer`.  A clear error for anything else (naming the position)."""
+    those -> one :class:`Regularizer`.  A clear error for anything else (naming the position).
+
+    Every user function in it (``R``, the ``fn`` and ``update`` of :func:`custom`, a traced
+    schedule ``tau(iteration)``) is fingerprinted now (:func:`_refreshed`): the values it reads
+    outside its arguments are part of what the compiled step is cached on, so a fit always
+    uses them as they are at the time of the call (see the module docstring)."""
+    return _refreshed(_coerce(item))
+
+
+def _coerce(item) -> Regularizer:
     if item is None:
         return Regularizer(())
     if isinstance(item, Regularizer):
@@ -559,7 +578,7 @@ def as_regularizer(item) -> Regularizer:
         parts = []
         for i, x in enumerate(item):
             try:
-                parts.append(_pair(x) if isinstance(x, (list, tuple)) else as_regularizer(x))
+                parts.append(_pair(x) if isinstance(x, (list, tuple)) else _coerce(x))
             except (TypeError, ValueError) as e:
                 raise type(e)(f"regularizers[{i}]: {e}") from None
         return Regularizer([t for p in parts for t in p.terms])
@@ -568,6 +587,37 @@ def as_regularizer(item) -> Regularizer:
     raise TypeError(f"a regularizer must be a callable R(phi, theta) -> scalar, a pair (R, tau) or a list of those, "
                     f"got {item!r}")
 
+
+def _refreshed(reg: Regularizer) -> Regularizer:
+    """``reg`` with every user function of its terms re-fingerprinted (:class:`~topicjax.regularizers._fresh.Fresh`):
+    equal to ``reg`` (the same compiled step) exactly while nothing those functions read has changed."""
+    terms, changed = [], False
+    for t in reg.terms:
+        fn = fresh(t.fn, owner=t.name)
+        update = fresh(t.update, what="update of regularizer", owner=t.name)
+        coef = _fresh_schedule(t.coef, t.name)
+        if fn is t.fn and update is t.update and coef is t.coef:
+            terms.append(t)
+        else:
+            changed = True
+            terms.append(_replace(t, fn=fn, update=update, coef=coef))
+    return Regularizer(terms) if changed else reg
+
+
+def _fresh_schedule(coef: Schedule, name: str) -> Schedule:
+    """``coef`` with the function of every :class:`~topicjax.regularizers.schedules.Traced` in it
+    fingerprinted (it is compiled into the fit as well)."""
+    is_traced = lambda x: isinstance(x, Traced)  # noqa: E731
+    if not any(is_traced(x) for x in jax.tree.leaves(coef, is_leaf=is_traced)):
+        return coef
+
+    def one(x):
+        if not is_traced(x):
+            return x
+        fn = fresh(x.fn, what="schedule of regularizer", owner=name)
+        return x if fn is x.fn else Traced(fn)
+
+    return jax.tree.map(one, coef, is_leaf=is_traced)
 
 
 def check_regularizers(value, name: str = "regularizers"):
@@ -591,7 +641,7 @@ def _pair(item) -> Regularizer:
     reg, tau = item
     if not (callable(reg) or isinstance(reg, Regularizer)) or isinstance(reg, (list, tuple)):
         raise TypeError(f"the first element of (R, tau) must be a regularizer, got {reg!r}")
-    reg = as_regularizer(reg)
+    reg = _coerce(reg)
     try:
         coef = as_schedule(tau)
     except TypeError as e:

@@ -67,6 +67,7 @@ from topicjax.core import layout, mstep
 from topicjax.core.estep import EPS
 from topicjax.data.corpus import Corpus
 from topicjax.evaluation.metrics import cooccurrence
+from topicjax.regularizers._fresh import Fresh, fresh
 from topicjax.regularizers.base import traced_error
 from topicjax.regularizers.schedules import is_number
 from topicjax.tune.backend import differentiable
@@ -175,31 +176,42 @@ class Objective(eqx.Module):
 
 
 def as_objective(obj) -> Objective:
-    """An :class:`Objective` from an objective, a part, or a plain ``f(phi, theta) -> scalar``."""
+    """An :class:`Objective` from an objective, a part, or a plain ``f(phi, theta) -> scalar``.
+
+    Every user function of its parts is fingerprinted now (as
+    :func:`~topicjax.regularizers.as_regularizer` does for regularizers): the values it reads
+    outside its arguments (globals, closure cells, defaults...) are part of what the tuner's
+    compiled programs are cached on, so a tuning run uses them as they are at the time of the
+    call, and an unchanged objective reuses the compiled programs."""
     if isinstance(obj, Objective):
-        return obj
-    if isinstance(obj, Part):
-        return Objective((obj,))
-    if callable(obj):
+        out = obj
+    elif isinstance(obj, Part):
+        out = Objective((obj,))
+    elif callable(obj):
         name = getattr(obj, "__name__", "objective")
-        return Objective((Part(fn=_Plain(obj), data=None, weight=1.0, name=name),))
-    raise TypeError(f"an objective must be an Objective or a function f(phi, theta) -> scalar, got {obj!r}")
+        out = Objective((Part(fn=_Plain(obj, b"", what="objective", owner=name), data=None, weight=1.0, name=name),))
+    else:
+        raise TypeError(f"an objective must be an Objective or a function f(phi, theta) -> scalar, got {obj!r}")
+    return _refreshed(out)
 
 
-class _Plain:
-    __slots__ = ("fn",)
+def _refreshed(obj: Objective) -> Objective:
+    parts, changed = [], False
+    for p in obj.parts:
+        fn = p.fn if isinstance(p.fn, _Named) else fresh(p.fn, what="objective", owner=p.name)
+        changed |= fn is not p.fn
+        parts.append(p if fn is p.fn else dataclasses.replace(p, fn=fn))
+    return Objective(tuple(parts)) if changed else obj
 
-    def __init__(self, fn):
-        self.fn = fn
+
+class _Plain(Fresh):
+    """A plain ``f(phi, theta)`` as a part's ``fn(phi, theta, data)``; equal for the same ``f``
+    reading the same values (:class:`~topicjax.regularizers._fresh.Fresh`)."""
+
+    __slots__ = ()
 
     def __call__(self, phi, theta, data):
         return jnp.asarray(self.fn(phi, theta))
-
-    def __eq__(self, other):
-        return isinstance(other, _Plain) and other.fn is self.fn
-
-    def __hash__(self):
-        return hash((_Plain, id(self.fn)))
 
 
 # ----------------------------------------------------------------------------- document completion
