@@ -1,10 +1,11 @@
-"""The prepared device check (experiments/device_check.py, issue 30): its dry run on CPU, its
-comparison and its trace summary."""
+"""The prepared device check (experiments/device_check.py, issues 30 and 41): its dry run on CPU,
+its comparison, its trace summary, its A/B children and its roofline ratios."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,14 +28,68 @@ def test_dry_run_writes_every_section(tmp_path):
                            "--out-dir", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
-    for heading in ("## 1. Checks", "### PLSA EM pass", "### NYTimes-sized", "### Many models in one call",
-                    "### LDA Gibbs sweep", "### PTM: one GEM iteration", "### Tuner: one step", "## 3. Issue 30's targets",
-                    "## 4. Profile"):
+    for heading in ("## 1. Checks", "### PLSA EM pass", "### A/B: the E-step", "### NYTimes-sized",
+                    "### Many models in one call", "### LDA Gibbs sweep", "### PTM: one GEM iteration", "### Tuner: one step",
+                    "## 3. Targets", "every timing <= 3x its roofline limit", "## 4. Profile"):
         assert heading in text, heading
     assert "## Errors" not in text and "**NO**" not in text
     data = json.loads(out.with_suffix(".json").read_text())
     assert len(data["checks"]) >= 10 and not data["errors"]
+    t = data["timings"]
+    # every timing carries its roofline limit and ratio (the dry run's limits are an H100's, nominal)
+    for row in t["passes"]:
+        assert row["limit_ms"] > 0 and row["ratio"] == pytest.approx(row["ms"] / row["limit_ms"])
+        assert row["loop_ratio"] == pytest.approx(row["loop_ms"] / row["limit_ms"])
+    for row in [t["nytimes"], t["ptm"], t["tuner"], *t["lda"]]:
+        assert row["limit_ms"] > 0 and row["ratio"] > 0
+    assert t["grid"]["grid_ratio"] > 0 and t["grid"]["sequential_ratio"] > 0
+    # the A/B children ran (or said why not), one per setting of the dry run
+    assert [a["label"] for a in t["ab"]] == ["TOPICJAX_ESTEP=xla", "TOPICJAX_ESTEP=xla_scatter, --xla_gpu_ftz=true"]
+    assert all(a["ok"] or a["error"] for a in t["ab"])
     assert (tmp_path / "out" / out.name).exists()
+
+
+def test_an_ab_child_reports_its_result_or_its_error():
+    import device_check as dc
+
+    env = dict(os.environ)
+    line = dc.AB_MARK + json.dumps({"T": 4, "call_ms": 1.5})
+    ok = dc.run_ab_child([sys.executable, "-c", f"print('compiling'); print({line!r})"], env, 60)
+    assert ok == {"ok": True, "T": 4, "call_ms": 1.5}
+    bad = dc.run_ab_child([sys.executable, "-c", "import sys; print('x', file=sys.stderr); "
+                           "raise ValueError('TOPICJAX_ESTEP must be one of auto, got nope')"], env, 60)
+    assert not bad["ok"] and bad["error"] == "exit status 1: ValueError: TOPICJAX_ESTEP must be one of auto, got nope"
+    slow = dc.run_ab_child([sys.executable, "-c", "import time; time.sleep(30)"], env, 0.5)
+    assert not slow["ok"] and "timed out" in slow["error"]
+
+
+def test_an_ab_child_with_an_unknown_estep_says_so():
+    env = quick_child_env(TOPICJAX_ESTEP="no_such_estep")
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "device_check.py"), "--ab-child", "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert "TOPICJAX_ESTEP must be one of" in proc.stderr and "no_such_estep" in proc.stderr
+
+
+def test_every_timing_ratio_is_in_the_targets():
+    import device_check as dc
+
+    t = {"passes": [{"corpus": "kos", "T": 100, "ratio": 12.0, "loop_ratio": 2.5, "loop_ms": 0.14}],
+         "ab": [{"ok": True, "label": "a", "ratio": 4.0, "loop_ratio": 2.0}, {"ok": False, "label": "b", "error": "e"}],
+         "grid": {"sequential_ratio": 100.0, "grid_ratio": 9.0, "speedup": 11.0},
+         "lda": [{"sampler": "s", "ratio": 1.5, "mh_steps": 0, "mtok_s": 310.0}]}
+    ratios = dict(dc.timing_ratios(t))
+    assert ratios == {"pass kos T=100 per call": 12.0, "pass kos T=100 in a loop": 2.5, "A/B a per call": 4.0,
+                      "A/B a in a loop": 2.0, "sequential fits": 100.0, "fit_many": 9.0, "LDA sweep, s": 1.5}
+
+    class Ctx:
+        results = {"timings": t}
+
+    rows = {r[0]: r for r in dc.targets_table(Ctx())}
+    assert rows["KOS T=100 pass <= 0.15 ms inside a compiled loop"][2] == "yes"
+    assert rows["32 KOS ARTM fits in one call >= 10x 32 separate fits, end to end"][2] == "yes"
+    assert rows["exact LDA sweep (dense draw) on KOS, K = 100, >= 300 M tokens/s"][2] == "yes"
+    assert rows["every timing <= 3x its roofline limit"][1:] == ["3 of 7; worst 100.0x (sequential fits)", "no"]
 
 
 def test_rel_diff_is_relative_to_the_reference():

@@ -3,7 +3,8 @@ fresh pytest process, whose environment must be set before JAX starts.
 
 * ``TOPICJAX_ESTEP=xla TOPICJAX_LIDA=xla``: the pure-JAX E-step (PLSA/ARTM, its batched form for
   vmapped models, PTM's E-step, trial flips and flip ranking, TTMM's E-step) and LIDA's XLA
-  token sweep, which GPUs always run, through tests of the E-step, the EM step, the drivers (a
+  token sweep (GPUs run it for the exact and stale modes and the MH draw, and where the Pallas
+  sweep cannot be built), through tests of the E-step, the EM step, the drivers (a
   batch of models vmapped, as GPUs run ``fit_many``), LIDA's parallel sweep, PTM's GEM step and
   vmapped restarts, and TTMM's EM.  Hypergradients are not among them: they differentiate the
   pure-JAX E-step whatever the setting, so the suite itself runs them on the GPU's path.  A

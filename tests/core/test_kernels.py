@@ -299,7 +299,7 @@ def test_environment_variables():
     assert out.stdout.split() == ["3", "xla"]
     # read on first use, not at import (tests/test_environment.py: the command line's one line)
     out = _run("import topicjax; from topicjax.core import kernels; kernels.get_backend()", TOPICJAX_ESTEP="fast")
-    assert out.returncode != 0 and "TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', got 'fast'" in out.stderr
+    assert out.returncode != 0 and "TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'" in out.stderr
     out = _run("import topicjax; from topicjax.core import kernels; kernels.get_threads()", TOPICJAX_THREADS="many")
     assert out.returncode != 0 and "TOPICJAX_THREADS must be an integer in [1, 4096], got 'many'" in out.stderr
 

@@ -118,16 +118,16 @@ def _xla_peak(corpus, model):
                        min(K, 20) if cfg.focused else K)
     key = jax.random.key(1)
     ncfg = sampler._normalised(cfg)
-    ffi = kernel.use_kernel(ncfg)
+    backend = kernel.sweep_backend(ncfg)
     phi, theta, live = evaluate.sample_means(state, cfg)
     avg = evaluate.accumulate(None, state, cfg)
     held = sum(a.nbytes for a in jax.tree_util.tree_leaves((tokens, state, avg, phi, theta, live)))
     costs = []
-    if cfg.mode != "parallel" or not cfg.focused or ffi:
-        costs.append(_cost(sampler._sweep_jit.lower(state, key, tokens, ncfg, 0, ffi).compile()))
+    if cfg.mode != "parallel" or not cfg.focused or backend != "xla":
+        costs.append(_cost(sampler._sweep_jit.lower(state, key, tokens, ncfg, 0, backend).compile()))
     else:
         m = sampler._masks_jit.lower(state, key, tokens, ncfg).compile().memory_analysis()
-        assign = sampler._assign_jit.lower(state, key, tokens, ncfg, min(K, 64), False).compile()
+        assign = sampler._assign_jit.lower(state, key, tokens, ncfg, min(K, 64), "xla").compile()
         costs.append(m.output_size_in_bytes + max(m.temp_size_in_bytes, _cost(assign)))
     mcfg = replace(canonical(cfg), sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), max_doc_len=0,
                    max_word_count=0)

@@ -12,11 +12,20 @@ A variable set to an empty (or blank) string counts as unset.
 ``TOPICJAX_THREADS``        threads of the compiled CPU kernels: an integer in [1, 4096]
                             (default: the cores this process may run on); more than those cores
                             warns once (``RuntimeWarning``) and is used anyway
-``TOPICJAX_ESTEP``          E-step backend (:mod:`topicjax.core.kernels`): ``auto``, ``xla``, ``ffi``
-``TOPICJAX_LIDA``           LIDA sweep backend (:mod:`topicjax.lida.kernel`): ``auto``, ``xla``, ``ffi``
+``TOPICJAX_ESTEP``          E-step backend (:mod:`topicjax.core.kernels`): ``auto``, ``xla``, ``ffi``,
+                            ``xla_scatter`` (the XLA E-step adding ∂L/∂Φ slot by slot, for A/B
+                            checks)
+``TOPICJAX_LIDA``           LIDA sweep backend (:mod:`topicjax.lida.kernel`): ``auto``, ``xla``, ``ffi``,
+                            ``pallas`` (the Pallas sweep of :mod:`topicjax.lida.pallas_sweep`)
 ``TOPICJAX_LIDA_MEMORY``    bytes a LIDA fit may plan to hold: a number > 0, optionally with a
                             unit ``K``, ``M``, ``G``, ``T`` (powers of 1024; ``16G``, ``16GiB``)
 ``TOPICJAX_DATA``           folder of the shared corpora (:func:`topicjax.data.datasets.shared_data_dir`)
+``TOPICJAX_CACHE``          folder of the persistent compilation cache (:mod:`topicjax.core.jit_cache`):
+                            a path (``~`` expanded); ``0``, ``off`` or ``none`` (any case) turns
+                            the cache off; default ``$XDG_CACHE_HOME/topicjax/jax``, else
+                            ``~/.cache/topicjax/jax``; read when the engine loads
+                            (:mod:`topicjax.core.compiled`), never refused (a folder that cannot be
+                            written warns once)
 ``XLA_FLAGS``               read by the command line only: its
                             ``--xla_force_host_platform_device_count`` must be an integer >= 1
 ``TOPICJAX_NATIVE``         read by ``setup.py`` at build time: ``0`` or ``1``
@@ -29,7 +38,7 @@ A variable set to an empty (or blank) string counts as unset.
 >>> backend_setting("TOPICJAX_ESTEP")
 Traceback (most recent call last):
 ...
-ValueError: TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', got 'fast'
+ValueError: TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'
 >>> del os.environ["TOPICJAX_ESTEP"]
 """
 
@@ -41,13 +50,19 @@ import re
 import warnings
 from pathlib import Path
 
-__all__ = ["MAX_THREADS", "BACKENDS", "setting", "usable_cores", "warn_threads", "threads", "backend_setting",
-           "memory_limit", "data_dir", "host_device_count", "check"]
+__all__ = ["MAX_THREADS", "BACKENDS", "ESTEP_BACKENDS", "setting", "usable_cores", "warn_threads", "threads", "backend_setting",
+           "LIDA_BACKENDS", "memory_limit", "data_dir", "CACHE_OFF", "cache_folder", "host_device_count", "check"]
 
 #: The most threads the compiled kernels' pool accepts (``csrc/estep_ffi.cc``).
 MAX_THREADS = 4096
 #: Values of ``TOPICJAX_ESTEP`` and ``TOPICJAX_LIDA``.
 BACKENDS = ("auto", "xla", "ffi")
+#: Values of ``TOPICJAX_ESTEP``: :data:`BACKENDS` and ``xla_scatter``, the XLA E-step that adds
+#: ∂L/∂Φ slot by slot rather than per word piece (:func:`topicjax.core.estep.sliced_counts`).
+ESTEP_BACKENDS = BACKENDS + ("xla_scatter",)
+#: Values of ``TOPICJAX_LIDA``: :data:`BACKENDS` and ``pallas``, the sweep in Pallas kernels
+#: (:mod:`topicjax.lida.pallas_sweep`).
+LIDA_BACKENDS = BACKENDS + ("pallas",)
 
 _WARNED: set = set()
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -99,13 +114,15 @@ def threads() -> int | None:
 
 
 def backend_setting(name: str) -> str:
-    """A backend variable (``TOPICJAX_ESTEP``, ``TOPICJAX_LIDA``): one of :data:`BACKENDS`, any case;
-    ``"auto"`` when unset."""
+    """A backend variable (``TOPICJAX_ESTEP``, ``TOPICJAX_LIDA``): one of :data:`BACKENDS`
+    (:data:`ESTEP_BACKENDS` for ``TOPICJAX_ESTEP``, :data:`LIDA_BACKENDS` for ``TOPICJAX_LIDA``), any
+    case; ``"auto"`` when unset."""
     raw = setting(name)
     if raw is None:
         return "auto"
-    if raw.lower() not in BACKENDS:
-        raise ValueError(f"{name} must be one of {', '.join(repr(b) for b in BACKENDS)}, got {os.environ[name]!r}")
+    allowed = {"TOPICJAX_ESTEP": ESTEP_BACKENDS, "TOPICJAX_LIDA": LIDA_BACKENDS}.get(name, BACKENDS)
+    if raw.lower() not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(repr(b) for b in allowed)}, got {os.environ[name]!r}")
     return raw.lower()
 
 
@@ -138,6 +155,31 @@ def data_dir() -> Path | None:
     return path
 
 
+#: Values of ``TOPICJAX_CACHE`` (any case) that turn the persistent compilation cache off.
+CACHE_OFF = ("0", "off", "none")
+
+
+def cache_folder() -> Path | None:
+    """The folder of topicjax's persistent compilation cache: ``TOPICJAX_CACHE`` when set (``~``
+    expanded, made absolute), ``None`` when it is one of :data:`CACHE_OFF`; else
+    ``$XDG_CACHE_HOME/topicjax/jax`` when ``XDG_CACHE_HOME`` is an absolute path (the XDG base
+    directory rule: a relative one is ignored), else ``~/.cache/topicjax/jax`` (``None`` when no
+    home folder is known).  Never raises: a folder that cannot be written is found, and warned
+    about, when the cache is turned on (:func:`topicjax.core.jit_cache.enable`)."""
+    raw = setting("TOPICJAX_CACHE")
+    if raw is not None:
+        if raw.lower() in CACHE_OFF:
+            return None
+        return Path(raw).expanduser().absolute()
+    xdg = setting("XDG_CACHE_HOME")
+    if xdg is not None and Path(xdg).is_absolute():
+        return Path(xdg) / "topicjax" / "jax"
+    try:
+        return Path.home() / ".cache" / "topicjax" / "jax"
+    except (RuntimeError, KeyError):  # no HOME and no password entry: nowhere to keep a cache
+        return None
+
+
 def host_device_count() -> int | None:
     """The host devices that ``XLA_FLAGS`` asks for (``--xla_force_host_platform_device_count=N``,
     the last one given), ``None`` when it does not; an error unless N is an integer >= 1 (XLA
@@ -158,4 +200,4 @@ def check() -> dict:
     one raises its ``ValueError``."""
     return {"TOPICJAX_THREADS": threads(), "TOPICJAX_ESTEP": backend_setting("TOPICJAX_ESTEP"),
             "TOPICJAX_LIDA": backend_setting("TOPICJAX_LIDA"), "TOPICJAX_LIDA_MEMORY": memory_limit(),
-            "XLA_FLAGS device count": host_device_count()}
+            "XLA_FLAGS device count": host_device_count(), "TOPICJAX_CACHE": cache_folder()}

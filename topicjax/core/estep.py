@@ -84,7 +84,8 @@ def expected_counts(
     For data in the sliced layout of :func:`prepare` a block of ``k`` pieces of ``L`` slots is
     processed as dense batched products (:func:`sliced_counts`): ``p = Φ[w] θ_d`` is one
     batched matrix-vector product per piece, ``∂L/∂θ_d = Σ_w (n_dw / p_dw) φ_w`` another, and
-    only ``∂L/∂Φ`` needs a scatter-add.  The block size is chosen per backend and number of
+    ``∂L/∂Φ`` is reduced per piece of a word-sorted mirror of the layout when it has one (the
+    XLA E-step, see :func:`sliced_counts`).  The block size is chosen per backend and number of
     topics (:func:`block_pieces`).  Hand-built data without ``piece_doc`` uses the unsliced
     gather/scatter kernel.  Results agree to float round-off; bits may differ between kernels,
     block sizes and backends.
@@ -197,7 +198,76 @@ def block_pieces(n_pieces: int, width: int, n_topics: int, itemsize: int, backen
     return best if 4 * best >= target else n_pieces
 
 
-def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
+def _use_mirror(data, per_slot):
+    """Whether the XLA E-step reduces ∂L/∂Φ over the word-sorted mirror: when ``data`` has one,
+    unless ``per_slot`` (or, when that is ``None``, ``TOPICJAX_ESTEP=xla_scatter``) asks for the
+    scatter of every slot."""
+    if per_slot is None:
+        per_slot = kernels.get_backend() == "xla_scatter"
+    return getattr(data, "mirror", None) is not None and not per_slot
+
+
+def _word_blocks(data, n_topics: int, itemsize: int):
+    """The mirror's slots and words as ``(n_blocks, k, L)`` and ``(n_blocks, k)`` blocks: ``k`` a
+    divisor of its chunk's pieces (:func:`block_pieces`), so that a block never spans two
+    chunks and its words are sorted (:class:`~topicjax.core.layout.WordMirror`)."""
+    slot, word = data.mirror
+    Cw, Kw = word.shape
+    L = slot.shape[1] // Kw
+    k = block_pieces(Kw, L, n_topics, itemsize)
+    return slot.reshape(Cw * (Kw // k), k, L), word.reshape(Cw * (Kw // k), k)
+
+
+def _word_pass(phi, theta, count, piece_doc, data, need_ll, theta_rows=True):
+    """``(ll, ∂L/∂Φ)`` reduced per word piece of the mirror (ARTM eq. 4, 7): ``∂L/∂φ_w = Σ_d
+    (n_dw / p_dw) θ_d`` over the word piece's slots, then one sorted scatter of a row per piece.
+
+    ``phi`` (W, T) or (W, G, T); ``theta`` the rows of Θ, Θᵀ (D, T) or (D, G, T), or, with
+    ``theta_rows=False`` (one model), Θ itself (T, D), read a column per slot; ``count`` the
+    layout's counts flat, (S,) or (S, Gc); ``piece_doc`` the layout's pieces' documents flat.
+    ``ll`` is the log-likelihood when ``need_ll`` (else 0).  A mirror slot past the layout's end
+    (padding) reads count 0 and adds nothing; a padding piece's word is outside Φ and its row is
+    dropped (``mode="drop"``), so padding never touches a real word.
+    """
+    dtype = phi.dtype
+    slots, words = _word_blocks(data, phi[0].size, jnp.dtype(dtype).itemsize)
+    L = slots.shape[-1]
+    models = phi.ndim == 3
+    hi = jax.lax.Precision.HIGHEST
+
+    def body(carry, blk):
+        ll, comp, g_phi = carry
+        src, w = blk  # (k, L), (k,)
+        n = jnp.take(count, src, axis=0, mode="fill", fill_value=0)  # (k, L) or (k, L, Gc)
+        d = jnp.take(piece_doc, src // L, mode="clip")
+        ph = jnp.take(phi, w, axis=0, mode="clip")  # (k, T) or (k, G, T)
+        if not theta_rows:
+            cols = theta[:, d]  # (T, k, L)
+            nlogp, r = _log_and_ratio(n, jnp.einsum("tkl,kt->kl", cols, ph, precision=hi))
+            g_w = jnp.einsum("kl,tkl->kt", r, cols, precision=hi)
+            part = jnp.sum(nlogp)
+        elif models:
+            rows = theta[d]  # (k, L, G, T)
+            nlogp, r = _log_and_ratio(n, jnp.einsum("klgt,kgt->klg", rows, ph, precision=hi))
+            g_w = jnp.einsum("klg,klgt->kgt", r, rows, precision=hi)
+            part = jnp.sum(nlogp, axis=(0, 1))
+        else:
+            rows = theta[d]  # (k, L, T)
+            nlogp, r = _log_and_ratio(n, jnp.einsum("klt,kt->kl", rows, ph, precision=hi))
+            g_w = jnp.einsum("kl,klt->kt", r, rows, precision=hi)
+            part = jnp.sum(nlogp)
+        if need_ll:
+            ll, comp = kahan_add(ll, comp, part)
+        # the words of a block never decrease (layout.WordMirror; tests/core/test_estep_sorted.py)
+        g_phi = g_phi.at[w].add(g_w, mode="drop", indices_are_sorted=True)
+        return (ll, comp, g_phi), None
+
+    z = jnp.zeros(phi.shape[1:-1], dtype)
+    (ll, _, g_phi), _ = jax.lax.scan(body, (z, z, jnp.zeros(phi.shape, dtype)), (slots, words))
+    return ll, g_phi
+
+
+def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None, per_slot=None):
     """The E-step over the sliced layout (see :class:`DocWordCounts`), in blocks of pieces.
 
     Per block of ``k`` pieces of ``L`` slots (ARTM eq. 4, 7-8):
@@ -207,7 +277,15 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
     * ``p = einsum(rows, θ)`` (k, L): a batched matrix-vector product, ``r = n / p``;
     * ``∂L/∂θ_d += einsum(r, rows)``: another one, added into the gradient of Θ per piece (k
       columns, sorted), instead of a scatter of every non-zero;
-    * ``∂L/∂Φ_w += r θ_d``: a scatter-add of the (k L, T) block.
+    * ``∂L/∂Φ``: with the layout's word-sorted mirror (``data.mirror``, see
+      :class:`~topicjax.core.layout.WordMirror`), a second pass over the mirror's word pieces
+      (:func:`_word_pass`): per piece of one word ``w``, ``p`` again from ``φ_w`` and the
+      gathered ``θ_d`` rows, ``∂L/∂φ_w += einsum(r, θ_d rows)``, then a scatter of one row per
+      piece whose indices are sorted -- no atomic add per non-zero on a GPU, and padding never
+      adds into a real word.  Without a mirror, or with ``per_slot=True`` (default: when
+      ``TOPICJAX_ESTEP=xla_scatter``), ``∂L/∂Φ_w += r θ_d`` is a scatter-add of the (k L, T)
+      block, slot by slot, its indices unsorted.  The passes compute ``p`` once each; when only
+      ∂L/∂Φ is asked, the word pass alone runs and sums the log-likelihood.
 
     Compared with gathering θ_d for every non-zero and scattering both gradients by non-zero
     (the previous kernel, :func:`flat_counts`), this halves the (non-zero x T) memory traffic:
@@ -219,7 +297,7 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
     transposed (D, T) copies of Θ (on 20 Newsgroups at T = 100 this keeps the peak memory of a
     step under 2x the counts + Φ + Θ) and is as fast at T <= 100 on CPU (up to ~20% slower at
     T = 200); ``True`` (the default elsewhere) works on rows of Θᵀ, whose contiguous reads suit
-    accelerators.
+    accelerators.  The word pass reads θ_d the same way.
     """
     W, T = phi.shape
     D = theta.shape[1]
@@ -238,6 +316,16 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
     )
     theta_t = theta.T if theta_rows else None
     hi = jax.lax.Precision.HIGHEST  # no reduced-precision (TF32/bf16) products on accelerators
+    by_word = need_phi and _use_mirror(data, per_slot)
+    g_phi_word = None
+    if by_word:
+        # θ_d read as the document pass reads it: rows of the same Θᵀ, or columns of Θ (on CPU,
+        # where a transposed copy would add D x T to the step's peak memory)
+        ll_word, g_phi_word = _word_pass(phi, theta_t if theta_rows else theta, data.count.reshape(-1).astype(dtype),
+                                         data.piece_doc.reshape(-1), data, not need_theta, theta_rows)
+        if not need_theta:  # the word pass alone, which summed L
+            return ll_word, g_phi_word, None
+    scatter_phi = need_phi and not by_word
 
     def body(carry, blk):
         ll, comp, g_phi, g_theta = carry
@@ -253,14 +341,16 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
             else:
                 g_d = jnp.einsum("kl,klt->tk", r, rows, precision=hi)
                 g_theta = g_theta.at[:, d].add(g_d, indices_are_sorted=True)
-        if need_phi:
+        if scatter_phi:
             g_phi = g_phi.at[w.reshape(-1)].add((r[:, :, None] * th[:, None, :]).reshape(k * L, T))
         return (ll, comp, g_phi, g_theta), None
 
     z = jnp.zeros((), dtype)
-    g_phi0 = jnp.zeros((W, T), dtype) if need_phi else z
+    g_phi0 = jnp.zeros((W, T), dtype) if scatter_phi else z
     g_theta0 = (jnp.zeros((D, T) if theta_rows else (T, D), dtype)) if need_theta else z
     (ll, _, g_phi, g_theta), _ = jax.lax.scan(body, (z, z, g_phi0, g_theta0), blocks)
+    if by_word:
+        g_phi = g_phi_word
     if not need_theta:
         g_theta = None
     elif theta_rows:
@@ -268,14 +358,15 @@ def sliced_counts(phi, theta, data, need_phi, need_theta, theta_rows=None):
     return ll, (g_phi if need_phi else None), g_theta
 
 
-def sliced_counts_models(phi, theta, count, data, need_phi, need_theta):
+def sliced_counts_models(phi, theta, count, data, need_phi, need_theta, per_slot=None):
     """:func:`sliced_counts` for G models side by side on one corpus layout.
 
     ``phi`` (W, G, T), ``theta`` (D, G, T) (rows of every model's Θᵀ), ``count`` (C, B, G) or
     (C, B, 1) (the same counts for all models).  Returns ``ll`` (G,), ``∂L/∂Φ`` (W, G, T) and
     ``∂L/∂Θ`` as (D, G, T).  Each gathered row ``Φ[w]`` is the (G, T) block of all models, so the
     index work of a non-zero is shared by the G models and reads are contiguous; the products
-    and the per-model normalisations ``p = Σ_t φ θ`` are batched over ``g``.
+    and the per-model normalisations ``p = Σ_t φ θ`` are batched over ``g``.  ∂L/∂Φ is reduced
+    over the word-sorted mirror as in :func:`sliced_counts` (``per_slot`` likewise).
     """
     W, G, T = phi.shape
     D = theta.shape[0]
@@ -292,6 +383,14 @@ def sliced_counts_models(phi, theta, count, data, need_phi, need_theta):
         count.reshape(n_blocks, k, L, Gc).astype(dtype),
     )
     hi = jax.lax.Precision.HIGHEST
+    by_word = need_phi and _use_mirror(data, per_slot)
+    g_phi_word = None
+    if by_word:
+        ll_word, g_phi_word = _word_pass(phi, theta, count.reshape(-1, Gc).astype(dtype), data.piece_doc.reshape(-1),
+                                         data, not need_theta)
+        if not need_theta:
+            return ll_word, g_phi_word, None
+    scatter_phi = need_phi and not by_word
 
     def body(carry, blk):
         ll, comp, g_phi, g_theta = carry
@@ -302,14 +401,16 @@ def sliced_counts_models(phi, theta, count, data, need_phi, need_theta):
         ll, comp = kahan_add(ll, comp, jnp.sum(nlogp, axis=(0, 1)))
         if need_theta:
             g_theta = g_theta.at[d].add(jnp.einsum("klg,klgt->kgt", r, rows, precision=hi), indices_are_sorted=True)
-        if need_phi:
+        if scatter_phi:
             g_phi = g_phi.at[w.reshape(-1)].add((r[..., None] * th[:, None]).reshape(k * L, G, T))
         return (ll, comp, g_phi, g_theta), None
 
     z = jnp.zeros((G,), dtype)
-    g_phi0 = jnp.zeros((W, G, T), dtype) if need_phi else jnp.zeros((), dtype)
+    g_phi0 = jnp.zeros((W, G, T), dtype) if scatter_phi else jnp.zeros((), dtype)
     g_theta0 = jnp.zeros((D, G, T), dtype) if need_theta else jnp.zeros((), dtype)
     (ll, _, g_phi, g_theta), _ = jax.lax.scan(body, (z, z, g_phi0, g_theta0), blocks)
+    if by_word:
+        g_phi = g_phi_word
     return ll, (g_phi if need_phi else None), (g_theta if need_theta else None)
 
 

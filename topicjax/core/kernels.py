@@ -19,6 +19,9 @@ Selecting the kernel (decided when a function is traced):
 * ``TOPICJAX_ESTEP=auto`` (default): the C++ kernel on CPU when it is built, XLA elsewhere (GPU,
   TPU), and for dtypes other than float32/float64;
 * ``TOPICJAX_ESTEP=xla``: always the pure-JAX kernel;
+* ``TOPICJAX_ESTEP=xla_scatter``: the pure-JAX kernel with ∂L/∂Φ added slot by slot (one unsorted
+  scatter of every non-zero) instead of per piece of the word-sorted mirror
+  (:func:`topicjax.core.estep.sliced_counts`): the previous XLA E-step, kept for A/B checks;
 * ``TOPICJAX_ESTEP=ffi``: always the C++ kernel (an error where it cannot run);
 * in Python, :func:`set_backend` / :func:`get_backend`, or ``with kernels.backend("xla"): ...``.
   Changing the backend clears JAX's compilation caches (``jax.clear_caches``), so that functions
@@ -79,6 +82,7 @@ __all__ = [
     "set_backend",
     "backend",
     "use_ffi",
+    "estep_is_xla",
     "register",
     "get_threads",
     "set_threads",
@@ -89,7 +93,7 @@ __all__ = [
 ]
 
 #: Accepted values of ``TOPICJAX_ESTEP`` and :func:`set_backend`.
-BACKENDS = ("auto", "xla", "ffi")
+BACKENDS = environment.ESTEP_BACKENDS
 
 try:
     from topicjax.core import _estep_ffi as _lib
@@ -158,7 +162,7 @@ _BACKEND: str | None = None  # None: TOPICJAX_ESTEP not read yet (it is read on 
 
 
 def get_backend() -> str:
-    """The E-step backend setting: ``"auto"``, ``"xla"`` or ``"ffi"`` (``TOPICJAX_ESTEP`` until
+    """The E-step backend setting: ``"auto"``, ``"xla"``, ``"ffi"`` or ``"xla_scatter"`` (``TOPICJAX_ESTEP`` until
     :func:`set_backend` is called; a ``ValueError`` when that variable holds something else)."""
     global _BACKEND
     if _BACKEND is None:
@@ -167,7 +171,7 @@ def get_backend() -> str:
 
 
 def set_backend(name: str) -> str:
-    """Select the E-step backend (``"auto"``, ``"xla"``, ``"ffi"``); returns the previous one.
+    """Select the E-step backend (``"auto"``, ``"xla"``, ``"ffi"``, ``"xla_scatter"``); returns the previous one.
 
     ``"ffi"`` raises at once when the kernel is unavailable.  A change clears JAX's compilation
     caches so that already compiled functions pick it up when next called.
@@ -193,13 +197,30 @@ def backend(name: str):
         set_backend(old)
 
 
+def _ffi_dtype(dtype, theta_dtype=None) -> bool:
+    return jnp.dtype(dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)) and (
+        theta_dtype is None or jnp.dtype(theta_dtype) == jnp.dtype(dtype))
+
+
+def estep_is_xla(dtype) -> bool:
+    """Whether an E-step traced now for arrays of ``dtype`` runs the pure-JAX kernel: what
+    :func:`use_ffi` decides, without its warning, its registration of the kernels or its errors
+    (with ``ffi`` selected: False).  :func:`topicjax.core.layout.prepare` asks it whether to
+    build the word-sorted mirror that only the pure-JAX E-step reads."""
+    choice = get_backend()
+    if choice in ("xla", "xla_scatter"):
+        return True
+    if choice == "ffi":
+        return False
+    return not (jax.default_backend() == "cpu" and _ffi_dtype(dtype) and _lib is not None)
+
+
 def use_ffi(dtype, theta_dtype=None) -> bool:
     """Whether an E-step traced now for arrays of ``dtype`` runs the C++ kernel."""
     choice = get_backend()
-    if choice == "xla":
+    if choice in ("xla", "xla_scatter"):
         return False
-    ok_dtype = jnp.dtype(dtype) in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)) and (
-        theta_dtype is None or jnp.dtype(theta_dtype) == jnp.dtype(dtype))
+    ok_dtype = _ffi_dtype(dtype, theta_dtype)
     on_cpu = jax.default_backend() == "cpu"
     if choice == "ffi":
         if _lib is None:

@@ -21,8 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-__all__ = ["DocWordCounts", "prepare", "sliced_layout", "reweight_docs", "chunk_docs", "slot_docs", "DEFAULT_CHUNK",
-           "ACCEL_CHUNK", "PIECE"]
+from topicjax.core import kernels
+
+__all__ = ["DocWordCounts", "WordMirror", "prepare", "sliced_layout", "reweight_docs", "chunk_docs", "slot_docs",
+           "DEFAULT_CHUNK", "ACCEL_CHUNK", "PIECE", "MIRROR_TILE_DOCS"]
 
 #: Default number of slots (non-zeros plus padding) per stored chunk.  The E-step re-blocks the
 #: chunks to a size that suits the number of topics and the backend (see :func:`expected_counts`).
@@ -34,8 +36,38 @@ ACCEL_CHUNK = 65536
 #: Width of a document piece: :func:`prepare` cuts every document's list of distinct words into
 #: pieces of this many slots (the last piece of a document is padded with zero counts).
 PIECE = 16
+#: Documents per tile of the word-sorted mirror (:class:`WordMirror`): the mirror's word pieces
+#: read the rows of Θ of one tile at a time, 65536 rows of 100 float32 topics = 26 MB, under an
+#: H100's 50 MB L2 cache (NYTimes' 300k documents: 5 tiles).  Every tile pads each of its words'
+#: last piece, so smaller tiles cost padding slots.
+MIRROR_TILE_DOCS = 65536
 #: entries placed per step of :func:`sliced_layout` (bounds its temporaries)
 _FILL_BLOCK = 1 << 22
+#: word of a padding piece of the mirror: out of bounds of every Φ, so its (zero) row is dropped
+_NO_WORD = np.iinfo(np.int32).max
+
+
+class WordMirror(NamedTuple):
+    """The slots of a sliced layout sorted by word: what the XLA E-step reduces ∂L/∂Φ over
+    (:func:`topicjax.core.estep.sliced_counts`), one word piece at a time, as it reduces ∂L/∂Θ
+    over the document pieces.
+
+    The non-zeros are grouped into tiles of :data:`MIRROR_TILE_DOCS` consecutive documents; in a
+    tile, the non-zeros of each word (in document order) are cut into *word pieces* of as many
+    slots as the layout's document pieces, the pieces sorted by word.  Each tile starts a new
+    chunk, and a chunk holds as many pieces as the layout's chunks, so the words of any block of
+    pieces that the E-step takes from one chunk are sorted (never decreasing).
+
+    ``slot[c, j]`` is the flat index (into ``count.reshape(-1)``) of the layout's slot that word
+    slot ``j`` of chunk ``c`` mirrors; the padding of a word's last piece, and every slot of a
+    padding piece, holds the number of slots (one past the last): it reads count 0.
+    ``piece_word[c, k]`` is the word of piece ``k`` of chunk ``c``; padding pieces (the tail of
+    each tile's last chunk) hold ``2**31 - 1``, which is outside every Φ: their rows are dropped.
+    Both are int32: 4 bytes per mirrored slot plus 4 per ``width`` slots.
+    """
+
+    slot: Int[Array, "Cw Bw"]
+    piece_word: Int[Array, "Cw Kw"]
 
 class DocWordCounts(NamedTuple):
     """Non-zero counts of a corpus on the device, padded into ``(n_chunks, chunk)`` blocks.
@@ -55,17 +87,34 @@ class DocWordCounts(NamedTuple):
     what the fits of the EM family and of TTMM use): its kernels read a piece's document from
     ``piece_doc``, scans over the chunks do so a chunk at a time (:func:`chunk_docs`,
     :func:`slot_docs`), and ``doc``, as large as the counts, would only take memory.
+
+    ``mirror`` is the word-sorted mirror of the sliced layout (:class:`WordMirror`), which the
+    XLA E-step reads to reduce ∂L/∂Φ per word piece; ``None`` (the default of :func:`prepare` where
+    the compiled CPU kernel runs the E-step, and of layouts built from :func:`sliced_layout`) makes
+    the XLA E-step scatter ∂L/∂Φ slot by slot instead.  It indexes the layout's slots, so it
+    stays valid for rescaled counts (``_replace(count=...)``, :func:`reweight_docs`), not for
+    other ``word`` or ``piece_doc`` arrays.
     """
 
     doc: Int[Array, "C B"] | None
     word: Int[Array, "C B"]
     count: Float[Array, "C B"]
     piece_doc: Int[Array, "C K"] | None = None
+    mirror: WordMirror | None = None
 
 
-def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool = True) -> DocWordCounts:
+def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool = True,
+            word_mirror: bool | None = None) -> DocWordCounts:
     """Move a corpus's non-zeros to the device in the sliced layout of :class:`DocWordCounts`
     (without its ``doc`` array when ``with_doc=False``: the E-step of PLSA/ARTM never reads it).
+
+    ``word_mirror``: whether to add the word-sorted :class:`WordMirror` (4 bytes per non-zero and
+    per padding slot of the words' last pieces, built on the host); ``None`` (default) adds it
+    when the E-step traced now for ``dtype`` is the XLA one on an accelerator, or on any device
+    with ``TOPICJAX_ESTEP=xla`` (:func:`topicjax.core.kernels.estep_is_xla`; never for
+    ``xla_scatter``), so that the compiled CPU kernel's memory is unchanged and a CPU without it
+    keeps the per-slot pass, faster there.  A layout of more
+    than 2**31 - 2 slots gets no mirror (int32 indices).
 
     ``chunk`` is the number of slots per stored chunk (default :data:`DEFAULT_CHUNK` on CPU,
     :data:`ACCEL_CHUNK` on accelerators, or fewer for a small corpus), rounded up to a whole
@@ -88,11 +137,76 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool 
     else:
         k = -(-int(chunk) // width)
     arrays = list(sliced_layout(offsets, corpus.word_ids, corpus.counts, width, k, dtype=dtype, with_doc=with_doc))
+    if word_mirror is None:
+        # not for xla_scatter, the former XLA E-step (memory included), which never reads it; on a
+        # CPU only when asked for (TOPICJAX_ESTEP=xla): there a scatter-add is no atomic and the
+        # per-slot pass is the faster pure-JAX one (KOS, T = 100: 55 ms against 82 ms)
+        setting = kernels.get_backend()
+        word_mirror = (kernels.estep_is_xla(dtype) and setting != "xla_scatter"
+                       and (setting == "xla" or jax.default_backend() != "cpu"))
+    n_slots = arrays[1].size
     out = []
     while arrays:  # each host array is released once it is on the device
         a = arrays.pop(0)
         out.append(None if a is None else jnp.asarray(a))
-    return DocWordCounts(*out)
+    mirror = None
+    if word_mirror and n_slots < _NO_WORD:  # built from the corpus once the layout's host arrays are gone
+        mirror = WordMirror(*(jnp.asarray(a) for a in _word_mirror(offsets, corpus.word_ids, width, k, n_slots)))
+    return DocWordCounts(*out, mirror=mirror)
+
+
+def _slot_shift(offsets, width: int):
+    """``shift[d]``: entry ``i`` (counted from ``offsets[0]``) of document ``d`` lies in slot
+    ``shift[d] + i`` of the sliced layout with pieces of ``width`` slots."""
+    pieces_per_doc = -(-np.diff(offsets) // width)
+    return (np.cumsum(pieces_per_doc) - pieces_per_doc) * width - (offsets[:-1] - offsets[0])
+
+
+def _word_mirror(offsets, word_ids, width: int, k: int, n_slots: int, tile_docs: int | None = None):
+    """The arrays ``(slot, piece_word)`` of :class:`WordMirror` (numpy int32) for the sliced
+    layout of ``sliced_layout(offsets, word_ids, ..., width, k)`` of ``n_slots`` slots.
+
+    Tile by tile (``tile_docs`` documents, default :data:`MIRROR_TILE_DOCS`, whose entries are
+    consecutive): a stable sort of the tile's entries by word (document order within a word),
+    each word's run cut into pieces of ``width`` slots, the tile's pieces padded to a multiple of
+    ``k`` (a whole number of chunks).
+    """
+    tile_docs = MIRROR_TILE_DOCS if tile_docs is None else int(tile_docs)
+    offsets = np.asarray(offsets, np.int64)
+    word_ids = np.asarray(word_ids)
+    D = offsets.size - 1
+    shift = _slot_shift(offsets, width)
+    slots, words = [], []
+    for a in range(0, max(D, 1), tile_docs):
+        b = min(a + tile_docs, D)
+        lo, hi = int(offsets[a]), int(offsets[b])
+        if hi == lo:
+            continue
+        lens = np.diff(offsets[a:b + 1])
+        # layout slot of each of the tile's entries, in corpus order
+        src = (np.repeat(shift[a:b], lens) + np.arange(lo - offsets[0], hi - offsets[0])).astype(np.int32)
+        w = word_ids[lo:hi].astype(np.int32)
+        order = np.argsort(w, kind="stable")
+        w, src = w[order], src[order]
+        del order
+        # runs of equal words: start, length and pieces of each
+        starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+        run = np.diff(np.r_[starts, w.size])
+        n_pc = -(-run // width)
+        first_piece = np.cumsum(n_pc) - n_pc
+        pieces = -(-int(n_pc.sum()) // k) * k
+        tile_slot = np.full(pieces * width, n_slots, np.int32)
+        pos = np.repeat(first_piece * width - starts, run) + np.arange(w.size)
+        tile_slot[pos] = src
+        tile_word = np.full(pieces, _NO_WORD, np.int32)
+        tile_word[:int(n_pc.sum())] = np.repeat(w[starts], n_pc)
+        slots.append(tile_slot)
+        words.append(tile_word)
+    if not slots:  # no entries: one chunk of padding
+        slots, words = [np.full(k * width, n_slots, np.int32)], [np.full(k, _NO_WORD, np.int32)]
+    slot = np.concatenate(slots)
+    word = np.concatenate(words)
+    return slot.reshape(-1, k * width), word.reshape(-1, k)
 
 
 def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int | None = None, dtype=np.float32,
@@ -122,7 +236,7 @@ def sliced_layout(offsets, word_ids, counts, width: int, k: int, n_chunks: int |
     # A document's entries fill consecutive slots from its first piece on: entry i (counted from
     # offsets[0]) of document d goes to slot shift[d] + i.  Filled BLOCK entries at a time, so the
     # only temporaries are a block's slots.
-    shift = (np.cumsum(pieces_per_doc) - pieces_per_doc) * width - (offsets[:-1] - offsets[0])
+    shift = _slot_shift(offsets, width)
     n_slots = total_pieces * width
     word = np.zeros(n_slots, np.int32)
     count = np.zeros(n_slots, np.dtype(dtype))

@@ -107,7 +107,7 @@ def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     phi = np.asarray(phi)
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
-    data = layout.prepare(observed, with_doc=False)
+    data = layout.prepare(observed, with_doc=False, word_mirror=False)  # Θ only: no ∂L/∂Φ to reduce by word
     return np.asarray(em.infer_theta(np.asarray(phi, np.float32), data, observed.n_docs, as_regularizer(None),
                                      n_iter=n_iter))
 

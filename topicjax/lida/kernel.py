@@ -12,12 +12,16 @@ runs each document in a plain loop: the cost per token is a pass over the docume
 where a count moves.  The results follow the same distribution as the XLA sweep; bits can differ
 (float32 sums in another order), and they do not depend on the number of threads.
 
-Selecting it (decided when the sweep is traced):
+Selecting it (decided when the sweep is traced, for ``sampler="parallel"`` only; the exact and
+stale modes always run in XLA):
 
-* ``TOPICJAX_LIDA=auto`` (default): the kernel on CPU when it is built, for ``sampler="parallel"`` with
-  ``mh_steps=0`` (its only draw); the XLA sweep otherwise;
+* ``TOPICJAX_LIDA=auto`` (default): with ``mh_steps=0`` (the kernels' only draw), the kernel on CPU
+  when it is built and the Pallas sweep of :mod:`topicjax.lida.pallas_sweep` on a GPU (once a
+  first sweep of a tiny chain has run there: :func:`pallas_error`; else the XLA sweep, with a
+  warning); the XLA sweep otherwise;
 * ``TOPICJAX_LIDA=xla``: always the XLA sweep; ``TOPICJAX_LIDA=ffi``: the kernel (an error where
-  it cannot run);
+  it cannot run); ``TOPICJAX_LIDA=pallas``: the Pallas sweep (an error with ``mh_steps > 0`` or on
+  a platform other than GPU and CPU; on CPU it runs in Pallas interpret mode, slowly: for tests);
 * in Python, :func:`set_backend` (the choice is a static argument of the compiled sweep, so
   switching back and forth reuses both programs).
 
@@ -28,20 +32,24 @@ the same number (default: the cores this process may run on, or ``TOPICJAX_THREA
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from topicjax.core import environment
 from topicjax.core import kernels as core_kernels
+from topicjax.data.corpus import Corpus
 
+from . import pallas_sweep
 from .parallel import denominator
-from .state import Config, State, Tokens
+from .state import Config, State, Tokens, init_state, make_tokens
 
-__all__ = ["BACKENDS", "available", "load_error", "get_backend", "set_backend", "use_kernel", "get_threads",
-           "set_threads", "sweep_kernel"]
+__all__ = ["BACKENDS", "available", "load_error", "get_backend", "set_backend", "use_kernel", "sweep_backend",
+           "get_threads", "set_threads", "sweep_kernel"]
 
-BACKENDS = ("auto", "xla", "ffi")
+BACKENDS = environment.LIDA_BACKENDS
 
 _STATE = {"backend": None}
 
@@ -63,7 +71,7 @@ def get_backend() -> str:
 
 
 def set_backend(name: str) -> str:
-    """Choose ``"auto"``, ``"xla"`` or ``"ffi"``; returns the previous choice."""
+    """Choose ``"auto"``, ``"xla"``, ``"ffi"`` or ``"pallas"``; returns the previous choice."""
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {name!r}")
     old = get_backend()
@@ -71,19 +79,72 @@ def set_backend(name: str) -> str:
     return old
 
 
-def use_kernel(cfg: Config) -> bool:
-    """Whether the parallel sweep of ``cfg`` runs in the compiled kernel (see the module docstring)."""
+def sweep_backend(cfg: Config) -> str:
+    """What runs the token sweep of ``cfg``: ``"ffi"`` (the compiled CPU kernel), ``"pallas"`` (the
+    Pallas kernels) or ``"xla"`` (see the module docstring).
+
+    Raises:
+        RuntimeError: ``ffi`` chosen but the compiled kernels are not built.
+        ValueError: ``ffi`` or ``pallas`` chosen for a sweep they cannot run (``mh_steps > 0``;
+            ``ffi`` off CPU; ``pallas`` on a platform other than GPU and CPU).
+    """
     choice = get_backend()
     if choice == "xla" or cfg.mode != "parallel":
-        return False
-    fits = jax.default_backend() == "cpu" and cfg.mh_steps == 0
+        return "xla"
+    platform = jax.default_backend()
+    dense = cfg.mh_steps == 0
+    if choice == "pallas":
+        if not dense:
+            raise ValueError("TOPICJAX_LIDA=pallas: the Pallas sweep runs the dense draw (mh_steps=0) only, "
+                             f"got mh_steps={cfg.mh_steps}")
+        if platform not in ("gpu", "cpu"):
+            raise ValueError(f"TOPICJAX_LIDA=pallas: the Pallas sweep runs on GPU (or on CPU in interpret mode), "
+                             f"not on {platform!r}")
+        return "pallas"
+    fits = platform == "cpu" and dense
     if choice == "ffi":
         if not available():
             raise RuntimeError(f"TOPICJAX_LIDA=ffi but {load_error()}")
         if not fits:
             raise ValueError("the LIDA kernel runs the dense draw (mh_steps=0) on CPU only")
-        return core_kernels.register()
-    return fits and core_kernels.register()
+        return "ffi" if core_kernels.register() else "xla"
+    if platform == "gpu" and dense:
+        return "pallas" if pallas_error() is None else "xla"
+    return "ffi" if fits and core_kernels.register() else "xla"
+
+
+_PALLAS: dict = {}
+
+
+def pallas_error() -> str | None:
+    """Whether the Pallas sweep runs on this process's default device: ``None`` when it does, else
+    the error of a first sweep of a tiny LDA chain (run once, on first use, when ``auto`` would pick
+    it on a GPU).  A failure warns once (``RuntimeWarning``) and ``auto`` runs the XLA sweep instead,
+    so a GPU whose Triton toolchain cannot build the kernels still fits, by the slower path."""
+    if "error" not in _PALLAS:
+        try:
+            corpus = Corpus.from_dense(np.eye(6, 8, dtype=np.int64) * 2 + 1)
+            cfg = Config("lda", 4, corpus.n_docs, corpus.n_words, corpus.n_words, corpus.n_tokens, sample=())
+            tokens = make_tokens(corpus, block_tokens=16)
+            hyper = dict(alpha=0.5, beta=0.1, eta=1.0, delta=1.0, gamma=1.0, xi=1.0)
+            st = init_state(jax.random.key(0), tokens, cfg, hyper, 4)
+            z, n_dk, _, _ = pallas_sweep.assign_pallas(jax.random.key(1), st, tokens, cfg, st.theta_bar, st.phi_bar,
+                                                       interpret=jax.devices()[0].platform == "cpu")
+            if int(jnp.sum(n_dk)) != corpus.n_tokens or z.shape != st.z.shape:
+                raise RuntimeError(f"the kernels' counts add up to {int(jnp.sum(n_dk))}, not {corpus.n_tokens}")
+            _PALLAS["error"] = None
+        except Exception as e:  # any failure to build or run the kernels: fall back, say why once
+            _PALLAS["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            warnings.warn(f"the Pallas LIDA sweep does not run on this device ({_PALLAS['error']}); the XLA sweep "
+                          "runs instead (set TOPICJAX_LIDA=xla to choose it and silence this)", RuntimeWarning,
+                          stacklevel=2)
+    return _PALLAS["error"]
+
+
+def use_kernel(cfg: Config) -> bool:
+    """Whether the parallel sweep of ``cfg`` runs in a kernel, the compiled CPU one or the Pallas
+    one (:func:`sweep_backend`): neither reads the XLA sweep's lane layout."""
+    return sweep_backend(cfg) != "xla"
 
 
 def get_threads() -> int:

@@ -3,7 +3,8 @@
 * ``mode="parallel"`` (default): documents in parallel, each document's counts exact token by
   token, the shared n_vk and n_k refreshed between blocks of documents (the AD-LDA approximation;
   :mod:`topicjax.lida.parallel`), over the documents' active topics only; on CPU the compiled
-  kernel of :mod:`topicjax.lida.kernel` runs it when it is built (same state and semantics).
+  kernel of :mod:`topicjax.lida.kernel` runs it when it is built, on a GPU the Pallas kernels of
+  :mod:`topicjax.lida.pallas_sweep` (same state, semantics and uniforms; ``TOPICJAX_LIDA``).
 * ``mode="exact"``: the exact sequential collapsed Gibbs sweep over all tokens (the reference): a
   ``lax.scan`` over tokens that removes the token from the counts, draws from the dense K_max-way
   conditional (35)-(38) and adds it back.
@@ -24,7 +25,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from . import kernel
+from . import kernel, pallas_sweep
 from .draw import inverse_cdf, mix32, uniform_from_bits
 from .masks import topic_step, word_step
 from .parallel import assign_parallel, denominator
@@ -202,39 +203,41 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     if tokens.by_word is None and (cfg.mode == "stale" or cfg.mh_steps):
         raise ValueError(f"the {cfg.mode!r} sweep{' with MH steps' if cfg.mh_steps else ''} reads per-token arrays "
                          "that these tokens were made without: make_tokens(corpus, ..., extras=True)")
-    ffi = kernel.use_kernel(cfg)  # decided here, a static argument: both programs stay cached
-    if cfg.mode == "parallel" and not ffi and tokens.blocks.tok is None:
+    backend = kernel.sweep_backend(cfg)  # decided here, a static argument: every program stays cached
+    if cfg.mode == "parallel" and backend == "xla" and tokens.blocks.tok is None:
         raise ValueError("the XLA parallel sweep reads the blocks' lane layout that these tokens were made "
                          "without: make_tokens(corpus, ..., lanes_layout=True)")
-    if cfg.mode != "parallel" or not cfg.focused or ffi:
-        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, ffi)
+    if cfg.mode != "parallel" or not cfg.focused or backend != "xla":
+        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, backend)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
     n_active = min(cfg.n_topics, max(32, pow2(int(jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32))))))
     masked = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(masked, key, tokens, cfg, n_active, False)
+    return _assign_jit(masked, key, tokens, cfg, n_active, "xla")
 
 
-def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool) -> State:
+def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str) -> State:
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     state = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(state, key, tokens, cfg, n_active, ffi)
+    return _assign_jit(state, key, tokens, cfg, n_active, backend)
 
 
-_sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"))
-_sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "ffi"), donate_argnums=0)
+_sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend"))
+_sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend"), donate_argnums=0)
 
 
-@partial(jit, static_argnames=("cfg", "n_active", "ffi"))
-def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, ffi: bool = False) -> State:
+@partial(jit, static_argnames=("cfg", "n_active", "backend"))
+def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str = "xla") -> State:
     k_z = jax.random.split(key, 3)[2]
     if cfg.mode == "exact":
         out = assign_exact(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     elif cfg.mode == "stale":
         out = assign_stale(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
-    elif ffi:  # the compiled CPU sweep: same state, same semantics
+    elif backend == "ffi":  # the compiled CPU sweep: same state, same semantics
         out = kernel.sweep_kernel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
+    elif backend == "pallas":  # the Pallas kernels: same state, semantics and uniforms
+        out = pallas_sweep.assign_pallas(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     else:
         out = assign_parallel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar, n_active)
     z, n_dk, n_wk, n_k = out

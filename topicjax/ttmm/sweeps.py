@@ -31,7 +31,7 @@ def theme_layout(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) ->
     (:func:`topicjax.core.layout.slot_docs`)."""
     if chunk is None:
         chunk = int(np.clip(CHUNK_VALUES // max(int(n_themes), 1), 1024, layout.DEFAULT_CHUNK))
-    return layout.prepare(corpus, chunk, with_doc=False)
+    return layout.prepare(corpus, chunk, with_doc=False, word_mirror=False)  # TTMM reads no mirror
 
 
 def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):

@@ -53,6 +53,7 @@ class DifferentiableCounts(NamedTuple):
     word: Any
     count: Any
     piece_doc: Any = None
+    mirror: Any = None
 
     def expected_counts(self, phi, theta, need_phi: bool = True, need_theta: bool = True):
         data = engine(self)
