@@ -21,9 +21,11 @@ def quick_child_env(**extra: str) -> dict:
 
 def measured_child_env(**extra: str) -> dict:
     """``os.environ`` plus ``extra``, without the suite's shared compilation cache
-    (``tests/conftest.py``): for children whose peak resident memory is measured, since a program
+    (``tests/conftest.py``) or topicjax's persistent one (``TOPICJAX_CACHE=off`` unless ``extra``
+    names it): for children whose peak resident memory is measured, since a program
     loaded from the cache takes less memory than one compiled, and whether another test compiled
     it first depends on the order of the run."""
     env = dict(os.environ, **extra)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env["TOPICJAX_CACHE"] = extra.get("TOPICJAX_CACHE", "off")  # nor topicjax's (topicjax.core.jit_cache)
     return env

@@ -24,8 +24,8 @@ BAD = [
     ("TOPICJAX_THREADS", "abc", "TOPICJAX_THREADS must be an integer in [1, 4096], got 'abc'"),
     ("TOPICJAX_THREADS", "2.5", "TOPICJAX_THREADS must be an integer in [1, 4096], got '2.5'"),
     ("TOPICJAX_THREADS", "5000", "TOPICJAX_THREADS must be an integer in [1, 4096], got '5000'"),
-    ("TOPICJAX_ESTEP", "fast", "TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', got 'fast'"),
-    ("TOPICJAX_LIDA", "gpu", "TOPICJAX_LIDA must be one of 'auto', 'xla', 'ffi', got 'gpu'"),
+    ("TOPICJAX_ESTEP", "fast", "TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'"),
+    ("TOPICJAX_LIDA", "gpu", "TOPICJAX_LIDA must be one of 'auto', 'xla', 'ffi', 'pallas', got 'gpu'"),
     ("TOPICJAX_LIDA_MEMORY", "lots",
      "TOPICJAX_LIDA_MEMORY must be a number of bytes >= 1 (such as 8e9 or 16GiB), got 'lots'"),
     ("TOPICJAX_LIDA_MEMORY", "inf",
@@ -48,6 +48,7 @@ def clean_env(monkeypatch):
     for name in ("TOPICJAX_THREADS", "TOPICJAX_ESTEP", "TOPICJAX_LIDA", "TOPICJAX_LIDA_MEMORY", "TOPICJAX_DATA",
                  "XLA_FLAGS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TOPICJAX_CACHE", "off")  # its own tests: tests/core/test_cache.py
     return monkeypatch
 
 
@@ -69,7 +70,8 @@ def test_the_command_line_reports_a_bad_setting_in_one_line(clean_env, capsys, t
 
 def test_good_settings_are_read(clean_env, tmp_path):
     assert environment.check() == {"TOPICJAX_THREADS": None, "TOPICJAX_ESTEP": "auto", "TOPICJAX_LIDA": "auto",
-                                   "TOPICJAX_LIDA_MEMORY": None, "XLA_FLAGS device count": None}
+                                   "TOPICJAX_LIDA_MEMORY": None, "XLA_FLAGS device count": None,
+                                   "TOPICJAX_CACHE": None}
     for name, value, expected in [
         ("TOPICJAX_THREADS", " 1 ", 1), ("TOPICJAX_ESTEP", "XLA", "xla"), ("TOPICJAX_LIDA", "Ffi", "ffi"),
         ("TOPICJAX_LIDA_MEMORY", "8e9", 8_000_000_000), ("TOPICJAX_LIDA_MEMORY", "16G", 16 << 30),
@@ -103,9 +105,9 @@ def test_backends_are_read_on_first_use(clean_env):
     clean_env.setitem(lida_kernel._STATE, "backend", None)
     clean_env.setenv("TOPICJAX_ESTEP", "fast")
     clean_env.setenv("TOPICJAX_LIDA", "gpu")
-    with pytest.raises(ValueError, match=r"^TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', got 'fast'$"):
+    with pytest.raises(ValueError, match=r"^TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'$"):
         kernels.get_backend()
-    with pytest.raises(ValueError, match=r"^TOPICJAX_LIDA must be one of 'auto', 'xla', 'ffi', got 'gpu'$"):
+    with pytest.raises(ValueError, match=r"^TOPICJAX_LIDA must be one of 'auto', 'xla', 'ffi', 'pallas', got 'gpu'$"):
         lida_kernel.get_backend()
     clean_env.setenv("TOPICJAX_ESTEP", "xla")
     clean_env.setenv("TOPICJAX_LIDA", "XLA")

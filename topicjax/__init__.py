@@ -14,20 +14,20 @@ E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
 Each package's ``__all__`` is its public surface; everything else is internal.
 ``tj.datasets`` and ``tj.metrics`` are short names for ``tj.data.datasets`` and
 ``tj.evaluation.metrics``.
+
+Every public name is loaded at its first use (``tj.PLSA``, ``from topicjax import Corpus``,
+``tj.metrics``), not by ``import topicjax``: the families load JAX, SciPy and scikit-learn
+(whose ``sklearn.base`` brings pandas and ``scipy.stats``), 2.3-4 s on 2 loaded cores, and a
+script that needs only the corpus or the command line's ``--help`` should not wait for them.
+``import topicjax`` itself only sets malloc's arenas (:mod:`topicjax._malloc`).
 """
+
+import importlib
+import typing
 
 from topicjax import _malloc
 
 _malloc.limit_arenas()  # before anything starts threads: see topicjax/_malloc.py
-
-from topicjax import artm, core, data, evaluation, lida, persistence, ptm, regularizers, scale, ttmm, tune
-from topicjax.artm import ARTM, PLSA
-from topicjax.core.errors import NumericalError
-from topicjax.data import Corpus, CorpusError, datasets
-from topicjax.evaluation import metrics
-from topicjax.lida import LIDA
-from topicjax.ptm import PTM
-from topicjax.ttmm import TTMM
 
 __version__ = "0.1.0"
 
@@ -35,3 +35,41 @@ __version__ = "0.1.0"
 # tests/test_public_api.py)
 __all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "artm", "core", "data",
            "datasets", "evaluation", "lida", "metrics", "persistence", "ptm", "regularizers", "scale", "ttmm", "tune"]
+
+if typing.TYPE_CHECKING:  # what type checkers and the API reference's reader see; never run
+    from topicjax import artm, core, data, evaluation, lida, persistence, ptm, regularizers, scale, ttmm, tune
+    from topicjax.artm import ARTM, PLSA
+    from topicjax.core.errors import NumericalError
+    from topicjax.data import Corpus, CorpusError, datasets
+    from topicjax.evaluation import metrics
+    from topicjax.lida import LIDA
+    from topicjax.ptm import PTM
+    from topicjax.ttmm import TTMM
+
+#: where each public name lives: ``name -> (module, attribute or None for the module itself)``
+_LAZY = {
+    "ARTM": ("topicjax.artm", "ARTM"), "PLSA": ("topicjax.artm", "PLSA"),
+    "Corpus": ("topicjax.data", "Corpus"), "CorpusError": ("topicjax.data", "CorpusError"),
+    "LIDA": ("topicjax.lida", "LIDA"), "NumericalError": ("topicjax.core.errors", "NumericalError"),
+    "PTM": ("topicjax.ptm", "PTM"), "TTMM": ("topicjax.ttmm", "TTMM"),
+    "datasets": ("topicjax.data.datasets", None), "metrics": ("topicjax.evaluation.metrics", None),
+    **{name: (f"topicjax.{name}", None) for name in
+       ("artm", "core", "data", "evaluation", "lida", "persistence", "ptm", "regularizers", "scale", "ttmm", "tune")},
+}
+
+
+def __getattr__(name: str):
+    """The public name ``name``, imported at its first use (PEP 562) and kept as an attribute."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'topicjax' has no attribute {name!r}") from None
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -26,6 +26,7 @@ its two renames (the two files carry one ``save_id``, so a reader never mixes tw
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import os
@@ -501,9 +502,12 @@ def load_folder(path) -> tuple[dict, dict]:
 
 #: The model classes :func:`load` reopens, by the name a save writes in ``"model"``: every public
 #: estimator class of the package, registered by :class:`topicjax.estimator.TopicModelBase` as each
-#: family's class is defined (importing ``topicjax.persistence`` imports the package, so every
-#: family is defined by then; this module, below the estimators, imports none of them).
+#: family's class is defined (this module, below the estimators, imports none of them at its top:
+#: :func:`load` imports :data:`FAMILY_MODULES` by name when a class is not registered yet).
 MODEL_CLASSES: dict[str, type] = {}
+#: The packages whose estimator classes register themselves when imported: :func:`load` imports
+#: them (by name: they sit above this module) before it looks a class up.
+FAMILY_MODULES = ("topicjax.artm", "topicjax.ptm", "topicjax.ttmm", "topicjax.lida")
 
 
 def register_model(cls: type) -> type:
@@ -518,6 +522,9 @@ def load(path):
     """Load any saved topicjax model, choosing the class from its metadata (``"model"``)."""
     _, meta = load_folder(path)
     name = meta.get("model")
+    if isinstance(name, str) and name not in MODEL_CLASSES:
+        for module in FAMILY_MODULES:  # ``import topicjax`` loads the families at first use, not at import
+            importlib.import_module(module)
     cls = MODEL_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise SavedModelError(f"{path}: meta.json field 'model' is {name!r}, not a topicjax model "

@@ -11,11 +11,33 @@
   :mod:`~topicjax.core.environment` -- the ``TOPICJAX_*`` environment variables.
 
 The other modules (numerics, validation, the online step, sharding, compiled: ``jax.jit`` with the
-compiler options of every program topicjax compiles) are internal.
+compiler options of every program topicjax compiles; jit_cache: the persistent compilation cache)
+are internal.
+
+The public modules load at their first use (``topicjax.core.em``, ``from topicjax.core import
+driver``), not with the package: :mod:`topicjax.regularizers` needs :mod:`topicjax.core.numerics`
+while :mod:`~topicjax.core.em` needs the regularizers, so a package that loaded ``em`` whenever
+any of its modules is imported would make ``import topicjax.regularizers`` (or the command line,
+which starts there) fail half-way unless something had imported ``topicjax.core`` first.
 """
 
-from topicjax.core import checkpoint, driver, em, environment, errors, estep, kernels, layout, mstep, random
+import importlib
+
+from topicjax.core import errors
 from topicjax.core.errors import NumericalError
 
 __all__ = ["NumericalError", "checkpoint", "driver", "em", "environment", "errors", "estep", "kernels", "layout", "mstep",
            "random"]
+
+_MODULES = frozenset(__all__) - {"NumericalError"}
+
+
+def __getattr__(name: str):
+    """The public module ``name``, imported at its first use (PEP 562)."""
+    if name not in _MODULES:
+        raise AttributeError(f"module 'topicjax.core' has no attribute {name!r}")
+    return importlib.import_module(f"topicjax.core.{name}")  # the import makes it an attribute
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,6 +18,16 @@ only on the CPU backend, and only if this jaxlib knows the option (a trial compi
 one-line program; a jaxlib without it, older or newer, compiles with its defaults).  Programs that
 users compile themselves are not affected, and nothing is set in ``XLA_FLAGS``.
 
+Importing this module turns on JAX's persistent compilation cache in topicjax's folder
+(:func:`topicjax.core.jit_cache.enable`), unless the user set JAX's cache or ``TOPICJAX_CACHE=off``:
+a new interpreter then loads a fit's programs instead of compiling them.  At import, not at the
+first compilation here: a fit compiles programs of its own before its first program of this
+module (a PLSA fit: five device transfers, the random key's seed and a ``stack``, 7 of its 22), and
+JAX stores only what it compiles after the folder is set.  ``import topicjax`` does not import this
+module (:mod:`topicjax` loads its families at their first use), so a user who sets JAX's cache
+after ``import topicjax`` and before using a model keeps it.  JAX's cache is process-wide: the
+user's own programs compiled afterwards are stored too.
+
 >>> import jax.numpy as jnp
 >>> from topicjax.core.compiled import jit
 >>> @jit
@@ -34,7 +44,11 @@ import functools
 import jax
 import numpy as np
 
+from topicjax.core import jit_cache
+
 __all__ = ["OPTIONS", "compiler_options", "jit"]
+
+jit_cache.enable()  # before anything of topicjax compiles: see the module docstring
 
 #: XLA options of topicjax's programs on CPU (see the module docstring).
 OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
