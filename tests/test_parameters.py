@@ -207,7 +207,7 @@ def test_select_order_random_state_none_records_its_seed(corpus):
 
 FIT_ONLINE_BAD = [
     (dict(n_components=0), r"^n_components must be an integer >= 1, got 0"),
-    (dict(passes=-1), r"^passes must be an integer >= 0, got -1"),
+    (dict(passes=-1), r"^passes must be an integer >= 1, got -1"),
     (dict(update_every=1.5), r"^update_every must be an integer >= 1, got 1.5"),
     (dict(learning_decay=NAN), r"^learning_decay must be a finite number, got nan"),
     (dict(learning_offset=-1.0), r"^learning_offset must be a number >= 1.0, got -1.0"),

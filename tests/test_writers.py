@@ -134,14 +134,18 @@ def test_conversions_refuse_the_inputs_own_folder(bars, tmp_path, capsys):
     docword, vocab = write_uci(bars, src, "bars")
     write_vw(bars, src / "bars.vw")
     before = snapshot(tmp_path)
-    for target, how in ((src, "is"), (src / "store", "is inside"), (tmp_path, "holds")):
-        with pytest.raises(OutputRefusedError, match=f"the store {target} {how} the input"):
+    for target in (src, tmp_path):  # the folder holding the files read, or one holding it
+        with pytest.raises(OutputRefusedError, match=f"the store {target} holds the input {docword}"):
             convert.convert_uci(src, target, batch_size=10)
+    with pytest.raises(OutputRefusedError, match=f"the store {docword} is the input"):
+        convert.convert_uci(src, docword, batch_size=10)
     for target, how in ((src / "bars.vw", "is"), (src, "holds"), (tmp_path, "holds")):
         with pytest.raises(OutputRefusedError, match=f"the store {target} {how} the input"):
             convert.convert_vw(src / "bars.vw", target, batch_size=10)
     status, out, err = cli(capsys, "convert", src, src)
     assert status == 1 and err.count("\n") == 1 and f"the store {src} is the input {src}" in err, err
+    status, out, err = cli(capsys, "convert", src, src / "store")  # the command line: never inside the corpus
+    assert status == 1 and f"the store {src / 'store'} is inside the input {src}" in err, err
     status, out, err = cli(capsys, "convert", src / "bars.vw", tmp_path / "model-like")
     assert status == 0, err  # a new folder beside the input is fine
     (tmp_path / "model-like").rename(tmp_path / "kept")

@@ -120,7 +120,7 @@ def test_kos_round_trips_through_every_format(kos, tmp_path):
     assert read_uci(docword).equals(kos)
     path, _ = write_ldac(kos, tmp_path / "kos.ldac")
     assert read_ldac(path).equals(kos)
-    path = write_vw(kos, tmp_path / "kos.vw.gz", vocab_path=tmp_path / "kos.vocab")
+    path = write_vw(kos, tmp_path / "kos.vw.gz", vocab_path=tmp_path / "kos.vocab", overwrite=True)  # the lda-c one's name
     assert read_vw(path, vocab=tmp_path / "kos.vocab").equals(kos)
 
 

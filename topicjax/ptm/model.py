@@ -287,7 +287,7 @@ class PTM(TopicModelBase):
         "u_": ArraySpec(("T", "W"), "biu"),
         "v_": ArraySpec(("T", "D"), "biu"),
         "theta_": ArraySpec(("T", "D"), nonneg=True, simplex=0),
-        "beta_": ArraySpec(("T", "W"), nonneg=True, simplex=1),
+        "beta_": ArraySpec(("T", "W"), nonneg=True),  # not a distribution per topic: only the switched-on words
         "beta0_": ArraySpec(("W",), nonneg=True, simplex=0),
         "shared_top_": ArraySpec(("T", SHARED_TOP), "iu"),
     }

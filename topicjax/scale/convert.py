@@ -13,8 +13,8 @@ would:
   (:func:`~topicjax.data.formats.read_vw`).
 
 The store folder follows the rule of every writer (:class:`~topicjax.scale.store.StoreWriter`):
-new, empty or holding a store (replaced only when the conversion succeeds), never the input's own
-folder, nor inside it; anything else is refused with
+new, empty or holding a store (replaced only when the conversion succeeds), never a file read nor
+the folder holding it; anything else is refused with
 :class:`~topicjax._outputs.OutputRefusedError` before the input is read.
 
 >>> import os, tempfile, topicjax as tj
@@ -62,8 +62,11 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     gigabyte of offsets).
     """
     block_lines = check_int(block_lines, "block_lines", 1)  # np.int64 too
-    check_store_target(folder, [path, vocab_path])
     docword, vocab_src = formats.find_uci(Path(path), vocab_path, name)
+    # the files read (never the folder that holds them, nor a folder holding it; a new store
+    # inside the corpus's folder reads nothing of it and is allowed)
+    inputs = [docword] + ([vocab_src] if isinstance(vocab_src, (str, os.PathLike)) else [])
+    check_store_target(folder, inputs)
     vocab = formats.read_vocab(vocab_src, encoding=encoding) if isinstance(vocab_src, (str, os.PathLike)) \
         else [str(v) for v in vocab_src]
     lines = stream_lines(docword, encoding, UCI_MAX_LINE, "a docword entry")
@@ -71,7 +74,6 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     D, W, nnz = formats.parse_uci_header(header, docword)
     if W != len(vocab):
         raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
-    inputs = [path, docword] + ([vocab_src] if isinstance(vocab_src, (str, os.PathLike)) else [])
     writer = StoreWriter(folder, batch_size, str(docword), inputs=inputs)
     try:
         empty = np.zeros(0, np.int64)
