@@ -451,7 +451,7 @@ def test_cli_out_on_the_corpus_is_refused_before_reading_it(uci, capsys, where, 
     given, out = {"corpus": (uci, uci), "parent": (docword, uci), "inside": (uci, uci / "model")}[where]
     status, stdout, err = topicjax(capsys, "fit", given, *FIT, "--out", out)
     assert status == 1 and stdout == ""
-    assert err == (f"topicjax: error: --out {out} {how} the input {given}: save the model to a folder of its own, "
+    assert err == (f"topicjax: error: --out {out} {how} the input {given}: write it to a folder of its own, "
                    "outside what the command reads\n")
     assert snapshot(uci.parent) == before
 

@@ -25,23 +25,9 @@ import pytest
 
 from topicjax import Corpus
 from topicjax.core import estep, kernels, layout
+from tests.core.test_estep import _reference  # the hand-written float64 E-step (eq. 4, 7-8)
 
 T = 7  # not a multiple of anything the kernels block by
-
-
-def _reference(phi, theta, dense):
-    """ARTM eq. 4, 7-8 in float64, one loop over the non-zeros: L, n_wt, n_td."""
-    W, D = phi.shape[0], dense.shape[0]
-    n_wt = np.zeros((W, phi.shape[1]))
-    n_td = np.zeros((phi.shape[1], D))
-    ll = 0.0
-    for d, w in zip(*np.nonzero(dense)):
-        joint = phi[w] * theta[:, d]
-        p = joint.sum()
-        ll += dense[d, w] * np.log(p)
-        n_wt[w] += dense[d, w] * joint / p
-        n_td[:, d] += dense[d, w] * joint / p
-    return ll, n_wt, n_td
 
 
 @pytest.fixture(scope="module")

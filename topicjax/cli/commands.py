@@ -22,6 +22,7 @@ from topicjax.core.plain import jsonable
 from topicjax.core.random import check_random_state
 from topicjax.data import datasets
 from topicjax.evaluation import metrics
+from topicjax._outputs import OutputRefusedError, check_not_input
 from topicjax.persistence import SaveRefusedError, check_save_target, describing_file, load, record_describing
 from topicjax.ptm import select_order
 from topicjax.scale.distributed import make_mesh
@@ -151,16 +152,10 @@ def check_out(out, *inputs) -> None:
     mix the model into."""
     if not out:
         return
-    target = Path(out).resolve()
-    for given in inputs:
-        if given is None:
-            continue
-        source = Path(given).resolve()
-        how = ("is" if target == source else "holds" if source.is_relative_to(target)
-               else "is inside" if target.is_relative_to(source) else None)
-        if how:
-            raise SaveRefusedError(f"--out {out} {how} the input {given}: save the model to a folder of its own, "
-                                   "outside what the command reads")
+    try:
+        check_not_input(out, inputs, "--out")
+    except OutputRefusedError as e:
+        raise SaveRefusedError(str(e)) from None
     try:
         check_save_target(out)
     except SaveRefusedError as e:
