@@ -64,6 +64,7 @@ scikit-learn's estimator checks pass and why the others do not apply):
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
@@ -79,7 +80,8 @@ from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.evaluation import metrics
 from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, register_model, save_folder
 
-__all__ = ["TopicModelBase", "FitManyFallbackWarning", "NoEvidenceWarning", "EmptyTopicsWarning", "as_corpus",
+__all__ = ["TopicModelBase", "FitManyFallbackWarning", "NoEvidenceWarning", "EmptyTopicsWarning",
+           "CustomRegularizerWarning", "as_corpus",
            "int_sequence", "check_int", "check_number", "host_array", "SCORE_SEED", "completion_corpus",
            "is_placeholder_vocab", "refuse_documents"]
 
@@ -178,6 +180,12 @@ class NoEvidenceWarning(UserWarning):
     in ARTM, Θ-regularizers that leave a document no topic -- and says which (their rows in ``X``)
     and what they were given instead (the topic distribution of no evidence, or Θ without the
     Θ-regularizers)."""
+
+
+class CustomRegularizerWarning(UserWarning):
+    """A model saved with a custom regularizer (a plain function, no JSON spec): it is saved by
+    name only, so only ``Model.load(path, regularizers=...)`` reloads it, not
+    :func:`topicjax.persistence.load` or the command line."""
 
 
 class EmptyTopicsWarning(UserWarning):
@@ -627,7 +635,12 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
             settings["random_state"] = int_sequence(seeds, "seeds", 0)
         if n_topics is not None:
             settings["n_components"] = int_sequence(n_topics, "n_topics", 1)
+        if params is not None and not isinstance(params, Mapping):
+            raise ValueError(f"params must be a mapping {{name: [value per model]}}, got a {type(params).__name__} "
+                             f"({params!r}"[:300] + ")")
         for name, values in (params or {}).items():
+            if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__"):
+                raise ValueError(f"params[{name!r}] must be a list of one value per model, got {values!r}"[:300])
             if name not in self.get_params(deep=False):
                 raise ValueError(f"fit_many: {type(self).__name__} has no parameter {name!r}")
             settings[name] = list(values)

@@ -52,7 +52,8 @@ from topicjax.core import validation as V
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.core.sharding import RangeCorpus, replicate
-from topicjax.estimator import EmptyTopicsWarning, NoEvidenceWarning, TopicModelBase, host_array, int_sequence
+from topicjax.estimator import (CustomRegularizerWarning, EmptyTopicsWarning, NoEvidenceWarning, TopicModelBase, host_array,
+                                int_sequence)
 from topicjax.evaluation import scores as scores_mod
 from topicjax.persistence import ArraySpec, SavedModelError, check_simplex
 from topicjax.regularizers import Regularizer, as_regularizer, from_spec
@@ -654,7 +655,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
 
     def _coefficient_tables(self, reg, taus, G, n_iter):
         R = len(reg.terms)
-        grid = np.full((G, R), np.nan) if taus is None else np.asarray(taus, np.float64)
+        try:
+            grid = np.full((G, R), np.nan) if taus is None else np.asarray(taus, np.float64)
+        except (TypeError, ValueError):  # ragged rows, or entries that are not numbers
+            raise ValueError(f"taus must be an array (n_models, {R}) of numbers for {R} regularizers "
+                             f"{list(reg.names)} (nan keeps a regularizer's own coefficient), got {taus!r}"[:400]) from None
         if grid.ndim == 1 and R == 1:
             grid = grid[:, None]
         if grid.ndim != 2 or grid.shape != (G, R):
@@ -777,7 +782,15 @@ class ARTM(PartialFitMixin, TopicModelBase):
         arrays, meta = self._save_contents()
         if isinstance(self.scores, (list, tuple)) and all(isinstance(x, str) for x in self.scores):
             meta["score_names"] = list(self.scores)
-        meta["regularizers"] = [{"name": t.name, "spec": t.spec, "tau": t.coef.spec()} for t in self.regularizer().terms]
+        terms = self.regularizer().terms
+        meta["regularizers"] = [{"name": t.name, "spec": t.spec, "tau": t.coef.spec()} for t in terms]
+        custom = [t.name for t in terms if t.spec is None]
+        if custom:
+            warnings.warn(f"{type(self).__name__}.save({str(path)!r}): the custom regularizer(s) "
+                          f"{', '.join(map(repr, custom))} are saved by name only: "
+                          f"{type(self).__name__}.load(path, regularizers=[(R, tau), ...]) reloads the model, but "
+                          "topicjax.persistence.load and the command line (topics, evaluate, report) cannot",
+                          CustomRegularizerWarning, stacklevel=2)
         if getattr(self, "_class_freq", None) is not None:
             meta["class_freq"] = np.asarray(self._class_freq).tolist()
         for i, lp in enumerate(getattr(self, "learned_params_", []) or []):

@@ -218,6 +218,22 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
           file=sys.stderr)
 
 
+def _check_platforms() -> None:
+    """A ``JAX_PLATFORMS`` naming a platform this machine cannot start is one line naming it, not
+    JAX's traceback at the first array (JAX starts here, once its flags are set)."""
+    wanted = os.environ.get("JAX_PLATFORMS", "").strip()
+    if not wanted:
+        return
+    import jax  # the command line starts JAX here, after the settings it reads from the environment
+
+    try:
+        jax.devices()
+    except Exception as e:
+        why = " ".join(str(e).split())[:200] or type(e).__name__
+        raise ValueError(f"JAX_PLATFORMS={wanted}: JAX cannot start that platform on this machine ({why}); unset "
+                         "JAX_PLATFORMS, or set it to one that is installed (cpu is always there)") from None
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 141 broken pipe).
 
@@ -235,6 +251,7 @@ def main(argv=None) -> int:
             environment.check()  # TOPICJAX_* and XLA_FLAGS' device count: one line, before any work
             if getattr(args, "devices", None):
                 _ask_for_host_devices(args.devices)
+            _check_platforms()
             check_options(args)
             rc = _command(args.func)(args)
             sys.stdout.flush()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from topicjax.data.corpus import Corpus
 from topicjax.data.formats import corpus_kind, read_corpus
 from topicjax.data.readers.tsv import VOCAB_NAMES, find_table
+from topicjax.persistence import holds_model
 
-__all__ = ["add_corpus_options", "read_corpus_args", "FORMAT_CHOICES"]
+__all__ = ["add_corpus_options", "read_corpus_args", "check_corpus_path", "FORMAT_CHOICES"]
 
 FORMAT_CHOICES = ("auto", "uci", "vw", "ldac", "texts", "tsv")
 
@@ -36,6 +38,28 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
                    help="raw text: stop-word list (default english)")
 
 
+_KIND_NAMES = {"uci": "UCI bag-of-words", "vw": "Vowpal Wabbit", "ldac": "lda-c"}
+
+
+def check_corpus_path(path, fmt: str | None) -> None:
+    """Refuse, naming the path, what is not the corpus a command wants: a saved topicjax model
+    (``evaluate MODEL MODEL``), or a ``--format`` that the file's own name contradicts (a
+    ``docword.*`` file or folder of them is UCI, ``*.vw`` Vowpal Wabbit, ``*.ldac`` lda-c; weaker
+    guesses, such as a folder of text files, never contradict a format given)."""
+    if holds_model(path):
+        raise ValueError(f"{path} is a saved topicjax model, not a corpus: the command reads a corpus here (a UCI "
+                         "folder or docword file, a VW or lda-c file, a folder of texts)")
+    if fmt is None or not Path(path).exists():
+        return
+    try:
+        found = corpus_kind(path)
+    except (ValueError, OSError):
+        return  # the reader asked for says what is wrong with the path
+    if found in _KIND_NAMES and found != fmt:
+        raise ValueError(f"--format {fmt} contradicts {path}: its name says it is a {_KIND_NAMES[found]} corpus; pass "
+                         f"--format {found} (or leave --format out)")
+
+
 def _labels_flag(value: str):
     return {"auto": None, "yes": True, "no": False}[value]
 
@@ -44,6 +68,7 @@ def read_corpus_args(args, path: str, *, min_df: int = 2, say=print) -> Corpus:
     """The corpus at ``path`` read with the options of :func:`add_corpus_options`; notes about
     dropped documents and skipped files are printed with ``say``."""
     fmt = None if args.format == "auto" else args.format
+    check_corpus_path(path, fmt)
     kind = fmt or corpus_kind(path)
     kwargs: dict = {"encoding": args.encoding}
     raw = kind in ("texts", "tsv")

@@ -60,7 +60,27 @@ __all__ = [
 _CHUNK = 1 << 16
 
 
-def _check_model(phi, theta, corpus: Corpus):
+def _matrix(x, name: str, where: str, order: str) -> np.ndarray:
+    """``x`` as a float64 array, or a TypeError naming the argument (arguments in the wrong order:
+    a corpus or a vocabulary where a matrix goes)."""
+    if isinstance(x, Corpus):
+        raise TypeError(f"{where}: {name} is a Corpus, expected a matrix; the arguments are ({order})")
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{where}: {name} must be a matrix of numbers, got {type(x).__name__} of dtype {a.dtype}; "
+                        f"the arguments are ({order})")
+    return a.astype(np.float64, copy=False)
+
+
+def _corpus(x, name: str, where: str, order: str) -> Corpus:
+    if not isinstance(x, Corpus):
+        raise TypeError(f"{where}: {name} must be a Corpus, got {type(x).__name__}; the arguments are ({order})")
+    return x
+
+
+def _check_model(phi, theta, corpus: Corpus, where: str = "log_likelihood"):
+    order = "phi, theta, corpus"
+    _matrix(phi, "phi", where, order), _matrix(theta, "theta", where, order), _corpus(corpus, "corpus", where, order)
     phi = np.asarray(phi, np.float64)
     theta = np.asarray(theta, np.float64)
     if phi.ndim != 2 or theta.ndim != 2 or phi.shape[1] != theta.shape[0]:
@@ -104,7 +124,8 @@ def perplexity(phi, theta, corpus: Corpus) -> float:
 
 def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     """Θ (T x D) of the documents of ``observed`` with Φ fixed: EM on Θ only (ARTM eq. 16)."""
-    phi = np.asarray(phi)
+    phi = _matrix(phi, "phi", "fold_in", "phi, observed")
+    observed = _corpus(observed, "observed", "fold_in", "phi, observed")
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
     data = layout.prepare(observed, with_doc=False, word_mirror=False)  # Θ only: no ∂L/∂Φ to reduce by word
@@ -143,8 +164,13 @@ def heldout_log_likelihood(phi, observed: Corpus, heldout: Corpus, *, theta=None
     disjoint word sets (PTM eq. 32).  Re-index a test corpus onto the training vocabulary first
     (:meth:`Corpus.with_vocab`).  Held-out tokens of words that Φ gives probability zero in every
     topic (words absent from the training documents) are ignored (``unseen="ignore"``, ARTM
-    sec. 5) or kept (``"keep"``: the result is then -inf).
+    sec. 5) or kept (``"keep"``: the result is then -inf).  Arguments in another order (a corpus
+    where Φ goes) are a TypeError naming them.
     """
+    order = "phi, observed, heldout"
+    _matrix(phi, "phi", "heldout_log_likelihood", order)
+    _corpus(observed, "observed", "heldout_log_likelihood", order)
+    _corpus(heldout, "heldout", "heldout_log_likelihood", order)
     _check_pair(observed, heldout)
     if unseen not in ("ignore", "keep"):
         raise ValueError(f"unseen must be 'ignore' or 'keep', got {unseen!r}")
@@ -285,7 +311,7 @@ def sparsity(matrix, *, threshold: float = 0.0, columns: Sequence[int] | None = 
 def background_ratio(phi, theta, corpus: Corpus, background: Sequence[int]) -> float:
     """Share of tokens explained by background topics B (ARTM eq. 57):
     (1/n) Σ_d Σ_w n_dw Σ_{t∈B} p(t | d, w)."""
-    phi, theta = _check_model(phi, theta, corpus)
+    phi, theta = _check_model(phi, theta, corpus, "background_ratio")
     b = np.zeros(phi.shape[1], bool)
     b[np.asarray(background, np.int64)] = True
     total = 0.0
@@ -327,7 +353,9 @@ def kernel_scores(phi, topic_weights=None, *, delta: float = 0.25) -> dict[str, 
 def top_words(phi, vocab: Sequence[str], n: int = 10) -> list[list[str]]:
     """The ``n`` most probable words of each topic (column of Φ)."""
     n = check_int(n, "n", 1)  # a negative n would slice off the last words: every word but n
-    phi = np.asarray(phi)
+    phi = _matrix(phi, "phi", "top_words", "phi, vocab, n")
+    if isinstance(vocab, (str, bytes)) or not all(isinstance(w, str) for w in vocab):
+        raise TypeError("top_words: vocab must be a sequence of words (strings); the arguments are (phi, vocab, n)")
     if phi.shape[0] != len(vocab):
         raise ValueError(f"phi has {phi.shape[0]} words but the vocabulary has {len(vocab)}")
     order = np.argsort(-phi, axis=0, kind="stable")[:n]

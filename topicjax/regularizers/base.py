@@ -58,6 +58,7 @@ document ids and corpus statistics are resolved then, with clear errors).  Every
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import inspect
 import json
@@ -668,8 +669,20 @@ def register(name: str | None = None):
     it).  The factory must accept JSON-decoded arguments (lists for tuples/arrays, string keys)."""
 
     def deco(f):
-        REGISTRY[name or f.__name__] = f
-        return f
+        params = list(inspect.signature(f).parameters)
+
+        @functools.wraps(f)
+        def factory(*args, **kwargs):
+            for i, a in enumerate(args):  # R.sparse_phi(0.5): a coefficient where an option goes
+                if is_number(a) and not isinstance(a, (bool, np.bool_)):
+                    what = f"parameter {params[i]!r}" if i < len(params) else "a parameter"
+                    raise TypeError(f"{f.__name__}() got the number {a!r} as its {what}, which is not the "
+                                    f"coefficient: write {f.__name__}(...) * {a!r} or ({f.__name__}(...), {a!r}) for "
+                                    f"τ = {a!r}, and name the options ({f.__name__}({params[i] if i < len(params) else 'name'}=...))")
+            return f(*args, **kwargs)
+
+        REGISTRY[name or f.__name__] = factory
+        return factory
 
     return deco
 
