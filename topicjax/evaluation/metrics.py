@@ -80,7 +80,7 @@ def _corpus(x, name: str, where: str, order: str) -> Corpus:
 
 def _check_model(phi, theta, corpus: Corpus, where: str = "log_likelihood"):
     order = "phi, theta, corpus"
-    _matrix(phi, "phi", where, order), _matrix(theta, "theta", where, order), _corpus(corpus, "corpus", where, order)
+    _matrix(phi, "phi", where, order), _matrix(theta, "theta", where, order)  # corpus: any corpus-like, checked by use
     phi = np.asarray(phi, np.float64)
     theta = np.asarray(theta, np.float64)
     if phi.ndim != 2 or theta.ndim != 2 or phi.shape[1] != theta.shape[0]:
