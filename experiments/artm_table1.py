@@ -87,7 +87,7 @@ def load_corpus(args):
         rng = np.random.default_rng(args.seed)
         phi = rng.dirichlet(np.full(300, 0.05), size=12).T
         phi = 0.9 * phi + 0.1 * rng.dirichlet(np.ones(300))[:, None]  # common words: a background
-        corpus, _ = tj.datasets.sample_lda_corpus(phi, 300, doc_length=(40, 120), alpha=0.3, seed=args.seed)
+        corpus, _, _ = tj.datasets.sample_lda_corpus(phi, 300, doc_length=(40, 120), alpha=0.3, seed=args.seed)
         return corpus, "synthetic LDA corpus (300 documents, 300 words)"
     return tj.datasets.load_kos(), str(tj.datasets.shared_data_dir() / "kos")
 

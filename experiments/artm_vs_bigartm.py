@@ -137,8 +137,8 @@ def main(argv=None):
     if args.corpus:
         corpus, source = tj.Corpus.from_uci(args.corpus), args.corpus
     elif args.quick:
-        corpus, _ = tj.datasets.sample_lda_corpus(np.random.default_rng(0).dirichlet(np.full(200, 0.1), size=10).T, 200,
-                                                doc_length=(30, 80), seed=0)
+        corpus = tj.datasets.sample_lda_corpus(np.random.default_rng(0).dirichlet(np.full(200, 0.1), size=10).T, 200,
+                                               doc_length=(30, 80), seed=0).corpus
         source = "synthetic LDA corpus (200 documents, 200 words)"
     else:
         corpus, source = tj.datasets.load_kos(), str(tj.datasets.shared_data_dir() / "kos")

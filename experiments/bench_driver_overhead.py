@@ -2,7 +2,7 @@
 
 For PLSA at ``--topics`` topics on each corpus, seconds per iteration of
 
-* ``step``: the bare compiled EM step (``topicjax.core.em.make_step()``) called in a Python loop,
+* ``step``: the bare compiled EM step (``topicjax.artm.algorithm.make_step()``) called in a Python loop,
   waiting for every step (the kernel's cost);
 * ``fit``: ``tj.PLSA(...).fit`` with its default scores (perplexity every iteration), measured
   as the difference between a fit of ``--long`` and one of ``--short`` iterations divided by the
@@ -38,7 +38,8 @@ sys.path.insert(0, str(HERE))
 def step_time(corpus, T, n):
     import jax
 
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     data = layout.prepare(corpus)
     step = em.make_step()

@@ -7,7 +7,7 @@ What is measured, per corpus and number of topics T:
    ``--rounds`` times, medians reported) so that the load of a shared machine hits all systems
    alike:
 
-   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.core.em.make_step``: E-step of
+   * ``ours``: one jit-compiled PLSA EM iteration (``topicjax.artm.algorithm.make_step``: E-step of
      ARTM eq. 6-8 through the sliced kernel of ``em.expected_counts``, then the M-step; Θ is
      carried over between passes, so this is one document pass per Φ update);
    * ``ours-5`` / ``ours-10``: BigARTM's offline algorithm with our kernels
@@ -82,7 +82,7 @@ def load_corpus(name: str, quick: bool):
     from topicjax import datasets
 
     if name == "bars":
-        corpus, _ = datasets.make_bars(n_docs=300 if quick else 2000, seed=0)
+        corpus, _, _ = datasets.make_bars(n_docs=300 if quick else 2000, seed=0)
         return corpus
     if name == "kos":
         return datasets.load_kos()
@@ -131,7 +131,8 @@ class Ours(System):
         super().__init__(*a)
         import jax
 
-        from topicjax.core import em, estep, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import estep, layout
 
         self.jax, self.em = jax, em
         self.data = layout.prepare(self.train)
@@ -162,7 +163,8 @@ class OursOffline(Ours):
     def __init__(self, train, T, threads, seed, doc_passes=10):
         import jax
 
-        from topicjax.core import em, estep, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import estep, layout
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.em = jax, em
@@ -187,7 +189,7 @@ class OursSharded(Ours):
 
         System.__init__(self, train, T, threads, seed)
         self.jax, self.dist = jax, distributed
-        from topicjax.core import em
+        from topicjax.artm import algorithm as em
 
         self.em = em
         self.data = distributed.shard(self.train)
@@ -445,7 +447,8 @@ def memory_report(train, T):
     fit (:func:`topicjax.core.driver.run_fixed`, ``ARTM.fit_many``), where the new Φ, Θ take the old ones' place."""
     import jax
 
-    from topicjax.core import em, estep, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import estep, layout
 
     data = layout.prepare(train)
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
@@ -471,7 +474,8 @@ def kernel_sweep(train, T, rounds):
     import jax
     import jax.numpy as jnp
 
-    from topicjax.core import em, estep, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import estep, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi
@@ -550,7 +554,8 @@ def numba_estep_ms(train, T, threads, rounds):
     import jax.numpy as jnp
 
     from numba_reference import NumbaEStep
-    from topicjax.core import em, estep, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import estep, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     phi = state.phi

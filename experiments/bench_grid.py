@@ -46,7 +46,8 @@ def pass_time(train, T, rounds):
     """Median seconds of one compiled PLSA step of one model (compile excluded)."""
     import jax
 
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     data = layout.prepare(train)
     step = em.make_step()

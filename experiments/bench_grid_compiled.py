@@ -45,7 +45,8 @@ def main(argv=None):
     import bench_grid
     from bench_em import load_corpus
     from topicjax import regularizers as R
-    from topicjax.core import driver, em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import driver, layout
 
     if args.quick:
         args.corpus, args.topics, args.models, args.iterations, args.rounds = ["bars"], 5, 3, 2, 1

@@ -8,7 +8,7 @@ every run a fresh ``python`` process pinned to the first ``threads`` cores:
 * ``numba``: ``experiments/numba_reference.py`` (:class:`numba_reference.NumbaEStep`'s
   ``em_pass``: the E-step and the in-place M-step fused, float32, ``fastmath``, ``prange`` over
   work-balanced document blocks, per-thread ``n_wt`` slabs);
-* ``ours``: one jit-compiled PLSA EM iteration (``topicjax.core.em.make_step``) with the C++
+* ``ours``: one jit-compiled PLSA EM iteration (``topicjax.artm.algorithm.make_step``) with the C++
   E-step at ``threads`` threads (``bench_threads.OursCompiled``).
 
 Both start from random Φ, Θ on the same 90 % training split (``bench_em.split``) and are timed by

@@ -61,7 +61,7 @@ def load_corpus(args):
     if args.quick:
         phi = 0.7 * tj.datasets.bars_topics(5)
         phi = phi + 0.3 / phi.shape[0]
-        corpus, _ = tj.datasets.sample_lda_corpus(phi, 200, doc_length=60, alpha=0.2, seed=args.seed)
+        corpus, _, _ = tj.datasets.sample_lda_corpus(phi, 200, doc_length=60, alpha=0.2, seed=args.seed)
         return corpus
     return tj.datasets.load_20newsgroups("train", n_docs=args.n_docs, seed=args.seed)
 

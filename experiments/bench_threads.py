@@ -3,7 +3,7 @@ reference, BigARTM, gensim, scikit-learn and tomotopy, in one process, on the sa
 
 Systems (``--systems``; a missing package is reported, not fatal):
 
-* ``ours-ffi``: one jit-compiled PLSA EM iteration (``topicjax.core.em.make_step``) whose E-step
+* ``ours-ffi``: one jit-compiled PLSA EM iteration (``topicjax.artm.algorithm.make_step``) whose E-step
   is the C++ kernel of ``topicjax.core.kernels``, at 1 thread and at ``--threads`` threads (the
   thread count is a runtime setting: one compiled step, switched between passes, untimed);
 * ``ours-xla``: the same step with the pure-JAX E-step (``TOPICJAX_ESTEP=xla``), for reference;
@@ -94,7 +94,8 @@ class OursCompiled(bench_em.Ours):
     def __init__(self, train, T, threads, seed, backend="auto"):
         import jax
 
-        from topicjax.core import em, kernels, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import kernels, layout
 
         bench_em.System.__init__(self, train, T, threads, seed)
         self.jax, self.em, self.kernels = jax, em, kernels
@@ -200,7 +201,8 @@ def estep_times(train, T, counts, rounds, with_numba, per_turn: int = 3):
     import jax
     import jax.numpy as jnp
 
-    from topicjax.core import em, kernels, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import kernels, layout
 
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
     theta = jax.random.dirichlet(jax.random.key(1), jnp.ones(T), (train.n_docs,)).T.astype(jnp.float32)

@@ -206,7 +206,8 @@ def loop_pass_time(state, data, n: int, rounds: int) -> float:
     """Seconds per PLSA pass inside one compiled program of ``n`` passes (a ``fori_loop`` over
     ``em.make_step``'s step, what a fit's compiled loop runs), median of ``rounds`` programs after
     a warm-up call; no host round trip between the passes."""
-    from topicjax.core import compiled, em
+    from topicjax.artm import algorithm as em
+    from topicjax.core import compiled
 
     one = em.make_step(jit=False)
     loop = compiled.jit(lambda s, d: jax.lax.fori_loop(0, n, lambda _, x: one(x, d), s))
@@ -230,7 +231,8 @@ def with_limit(row: dict, cost, seconds: float, key: str = "") -> dict:
 
 # ------------------------------------------------------------------------------------ checks
 def check_estep_mstep(ctx):
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     corpus = ctx.corpora["kos"]
     T = ctx.sizes.check_topics * 4
@@ -514,7 +516,8 @@ def _spmm_pass(phi, theta, rows, cols, counts, by_word, w_ptr, d_ptr, block: int
 def estep_variants(ctx):
     """The PLSA pass on this device with larger layout chunks (fewer loop iterations) and as a
     sparse-dense-product prototype (:func:`_spmm_pass`), KOS / 20NG / NYTimes-sized, T = 100."""
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     T = 100 if not ctx.sizes.dry else 8
     rows_out = []
@@ -568,7 +571,8 @@ DIAGNOSES = [("diag_lida", diag_lida), ("diag_ttmm", diag_ttmm), ("lda_modes", l
 
 # ------------------------------------------------------------------------------------ timings
 def time_passes(ctx):
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     rows = []
     for name in ("kos", "20ng"):
@@ -620,7 +624,8 @@ def nytimes_layout(ctx):
 
 
 def time_nytimes(ctx):
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     arrays, info = nytimes_layout(ctx)
     T = 100 if not ctx.sizes.dry else 8
@@ -762,7 +767,8 @@ def ab_child(dry: bool) -> int:
     and L after five passes from a fixed start (so the variants' results can be compared).  Prints
     one :data:`AB_MARK` line of JSON; an unknown ``TOPICJAX_ESTEP`` raises its ``ValueError``
     before anything runs."""
-    from topicjax.core import em, kernels, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import kernels, layout
 
     setting = kernels.get_backend()
     sizes = Sizes(dry)
@@ -879,7 +885,8 @@ def summarize_trace(folder: Path, top: int = 12) -> list[dict]:
 
 def profile(ctx):
     from topicjax.lida import sampler as lida_sampler, state as lida_state
-    from topicjax.core import em, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import layout
 
     corpus = ctx.corpora["kos"]
     T = 100 if not ctx.sizes.dry else 8

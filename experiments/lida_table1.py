@@ -6,6 +6,17 @@ corpora, each as mean ± standard error of the log-perplexity over the folds.  T
 and LIDA "for the optimal hyperparameters" (sec. 5.3): with ``--sigma`` / ``--zeta`` lists the script
 runs every grid point, reports all of them, and puts the grid point with the lowest mean in the main
 table (chosen on the test folds, as the paper seems to have done, so slightly optimistic).
+``--models ...,hdp`` adds the paper's own baseline, HDP-LDA: tomotopy's ``HDPModel`` (CRF sampler,
+one worker; a comparison system imported only here) with the paper's settings (DP masses α = γ = 1
+fixed, topic-word Dirichlet 0.1; ``--hdp-*``), trained on the same folds for the same sweeps, Φ
+averaged after burn-in as in (47) over the live topics plus the base measure's 1/V for a new topic,
+and scored by :func:`completion_logperp`, a numpy document-completion sampler written apart from
+topicjax's (prior α τ of the test documents, τ from :func:`hdp_global_weights`).
+
+Hypotheses about the remaining KOS gap to the paper (issue 44): ``--extra-test-sweeps N`` scores the
+same fit again with N document-completion sweeps; ``--protocol joint`` puts the observed halves of
+the test documents into the training chain and takes their θ (46) from it, averaged over the same
+sweeps as Φ (47) (one reading of sec. 5.1's "samples after burn-in").
 
 Protocol (sec. 5.1, 5.3): the documents are split at random into ``--folds`` folds; for each fold
 the model is trained on the other folds by the collapsed Gibbs sampler of Algorithm 1, the topics
@@ -31,6 +42,7 @@ the workers share the device without preallocating its memory).  Results do not 
     python experiments/lida_table1.py --quick                     # seconds, synthetic corpus
     python experiments/lida_table1.py --corpus kos --corpus 20news --sweeps 400 --sigma 0,0.1 --jobs 16
     python experiments/lida_table1.py --corpus PATH --models ftm,lida --sigma 0,0.1 --zeta 0.25
+    python experiments/lida_table1.py --corpus kos --models hdp --sweeps 400     # needs tomotopy
 """
 
 from __future__ import annotations
@@ -60,11 +72,11 @@ PAPER = {
 # 158, 43, and 47, while the average number of documents per topic is respectively 9, 4, and 4";
 # FTM has no word masks and HDP-LDA no masks at all, so these count tokens (n_vk > 0, n_kd > 0)
 PAPER_COUNTS = {"kos": {"HDP-LDA": (158, 9), "FTM": (43, 4), "LIDA": (47, 4)}}
-MODELS = ["lda", "ftm1", "ftm", "lida"]
-LABELS = {"lda": "LDA", "ftm1": "FTM (δ=1, σ=0)", "ftm": "FTM", "lida": "LIDA"}
+MODELS = ["lda", "ftm1", "ftm", "lida", "hdp"]
+LABELS = {"lda": "LDA", "ftm1": "FTM (δ=1, σ=0)", "ftm": "FTM", "lida": "LIDA", "hdp": "HDP-LDA"}
 # rough relative cost per token and sweep (LIDA's word step visits V x K_max entries); used only to
 # start the longest tasks first
-COST = {"lda": 1.0, "ftm1": 1.6, "ftm": 1.6, "lida": 4.0}
+COST = {"lda": 1.0, "ftm1": 1.6, "ftm": 1.6, "lida": 4.0, "hdp": 1.5}
 
 
 # ---------------------------------------------------------------------------------------- corpora
@@ -173,16 +185,43 @@ def fold_split(corpus, folds, f: int, seed: int, unseen: str = "keep"):
     return train, observed, held, int((~keep).sum()) + emptied
 
 
+def append_docs(a, b):
+    """The documents of ``a`` followed by those of ``b`` (same vocabulary) as one corpus."""
+    from topicjax.data.corpus import Corpus
+
+    a.check_same_vocab(b, "observed halves")
+    return Corpus.from_entries(np.concatenate([a.doc_ids, b.doc_ids + a.n_docs]),
+                               np.concatenate([a.word_ids, b.word_ids]), np.concatenate([a.counts, b.counts]),
+                               vocab=a.vocab, n_docs=a.n_docs + b.n_docs)
+
+
 def run_task(task: dict) -> dict:
     """Train on all folds but ``task["fold"]``, score the held-out halves of that fold."""
+    if task["model"] == "hdp":
+        return run_hdp_task(task)
     s = task["settings"]
     cname, corpus, folds = corpus_and_folds(task["corpus"], s)
     f = task["fold"]
     train, observed, held, dropped = fold_split(corpus, folds, f, s["seed"], s["unseen"])
     t0 = time.perf_counter()
-    model = make_model(task, s, seed=s["seed"] + 100 * f).fit(train)
+    joint = s.get("protocol", "foldin") == "joint"
+    model = make_model(task, s, seed=s["seed"] + 100 * f).fit(append_docs(train, observed) if joint else train)
     t_fit = time.perf_counter() - t0
-    ll, n = model.log_predictive(observed, held)
+    if joint:
+        # θ of the test documents from the training chain itself: eq. (46) averaged over the same
+        # sweeps after burn-in as Φ (47)
+        theta = np.asarray(model.theta_)[:, train.n_docs:]
+        p = np.einsum("nk,kn->n", np.asarray(model.phi_)[held.word_ids], theta[:, held.doc_ids])
+        ll, n = float(np.sum(held.counts * np.log(p))), held.n_tokens
+    else:
+        ll, n = model.log_predictive(observed, held)
+    variants = {}
+    for n_sw in s.get("extra_test_sweeps") or []:  # the same Φ, a longer document completion
+        if joint:
+            break
+        model.transform_iter = n_sw
+        ll_v, n_v = model.log_predictive(observed, held)
+        variants[f"{n_sw} test sweeps"] = -ll_v / n_v
     secs = [h["seconds"] for h in model.history_]
     import jax
 
@@ -199,7 +238,7 @@ def run_task(task: dict) -> dict:
         # Figs. 9-10: quantiles (10, 50, 90 %) of topics per document and topics per word
         "tpd_q": [float(q) for q in np.percentile(model.topics_per_document(), [10, 50, 90])],
         "tpw_q": [float(q) for q in np.percentile(model.topics_per_word(), [10, 50, 90])],
-        "dropped": dropped, "train_tokens": int(train.n_tokens), "backend": jax.default_backend(),
+        "dropped": dropped, "train_tokens": int(train.n_tokens), "backend": jax.default_backend(), "variants": variants,
         "corpus_info": f"{cname}: {corpus.n_docs} documents, {corpus.n_words} words, {corpus.n_tokens} tokens",
     }
 
@@ -208,6 +247,8 @@ def make_tasks(args) -> list[dict]:
     settings = {k: getattr(args, k) for k in (
         "folds", "seed", "sweeps", "burn_in", "hyper_start", "test_sweeps", "mode", "mh_steps", "batch_size",
         "k_max", "init_topics", "init", "eta", "delta", "lda_topics", "news_docs", "news_words", "news_stop_words", "unseen", "progress")}
+    # the settings added for issue 44 (HDP-LDA, estimator hypotheses), with their command-line defaults
+    settings.update({k: getattr(args, k, v) for k, v in OPTIONAL_SETTINGS.items()})
     tasks = []
     for spec in args.corpus:
         for m in args.models:
@@ -217,10 +258,227 @@ def make_tasks(args) -> list[dict]:
             elif m == "lida":
                 grid = [(s, z) for s in args.sigma for z in args.zeta]
             for sigma, zeta in grid:
-                for f in range(args.run_folds):
+                for f in range(getattr(args, "first_fold", 0), args.run_folds):
                     tasks.append(dict(corpus=spec, model=m, sigma=sigma, zeta=zeta, fold=f, settings=settings))
     # longest first (KOS-sized corpora and LIDA), so that N workers finish together
     return sorted(tasks, key=lambda t: -COST[t["model"]] * (2 if t["corpus"] == "kos" else 1))
+
+
+# ---------------------------------------------------------------------------------------- HDP-LDA
+# The paper's baseline (sec. 5.3: Teh's Chinese-restaurant-franchise sampler, "the mass parameters
+# of the DP were set to 1, while the mass parameter of the Dirichlet prior on topic distribution
+# was set to 0.10"), run with tomotopy's ``HDPModel`` (also a CRF sampler).  tomotopy is a
+# comparison system only: imported here, never by topicjax.  Its Φ and the test documents' θ are
+# formed and scored below with numpy, independently of topicjax's own evaluation code.
+OPTIONAL_SETTINGS = {"protocol": "foldin", "extra_test_sweeps": [], "hdp_alpha": 1.0, "hdp_gamma": 1.0, "hdp_eta": 0.1,
+                     "hdp_initial_k": 2, "hdp_optim": 0}
+
+
+def _tomotopy_words(corpus) -> list[list[str]]:
+    """Each document as tomotopy wants it: one string per token (``"w<id>"`` of our word ids, so
+    that tomotopy's vocabulary maps back to ours whatever order it keeps)."""
+    off = corpus.doc_offsets
+    names = np.array([f"w{v}" for v in range(corpus.n_words)], dtype=object)
+    return [names[np.repeat(corpus.word_ids[off[d]:off[d + 1]], corpus.counts[off[d]:off[d + 1]])].tolist()
+            for d in range(corpus.n_docs)]
+
+
+def expected_tables(n_dk: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """E[m_dk | n_dk] of the Chinese restaurant with concentration ``prior[k]`` (= α τ_k):
+    Σ_{j < n_dk} a / (a + j) (Antoniak), summed over the documents -> (K,).  A hand loop over j,
+    so that it is obviously the sum it claims to be; n_dk of a fold is at most a few hundred."""
+    n_dk = np.asarray(n_dk, np.int64)
+    prior = np.asarray(prior, np.float64)
+    out = np.zeros(n_dk.shape[1])
+    for j in range(int(n_dk.max(initial=0))):
+        out += np.where(n_dk > j, prior[None, :] / (prior[None, :] + j), 0.0).sum(0)
+    return out
+
+
+def hdp_global_weights(n_dk: np.ndarray, alpha: float, gamma: float, n_iter: int = 100) -> np.ndarray:
+    """τ = (τ_1..τ_K, τ_new) of the top-level DP given a sample's document-topic counts ``n_dk``
+    (D x K, live topics only): the posterior mean of G_0 | m ~ Dir(m_1, .., m_K, γ) with the table
+    counts m_k replaced by their expectation given n_dk and α τ_k (:func:`expected_tables`),
+    iterated to a fixed point (tomotopy does not expose the per-topic table counts).  Sums to one."""
+    K = n_dk.shape[1]
+    tau = np.full(K + 1, 1.0 / (K + 1))
+    for _ in range(n_iter):
+        m = expected_tables(n_dk, alpha * tau[:K])
+        new = np.append(m, gamma) / (m.sum() + gamma)
+        if np.max(np.abs(new - tau)) < 1e-10:
+            return new
+        tau = new
+    return tau
+
+
+def fit_hdp(train, sweeps: int, burn_in: int, seed: int, alpha: float, gamma: float, eta: float,
+            initial_k: int = 2, optim_interval: int = 0, log=None) -> dict:
+    """tomotopy ``HDPModel`` on ``train`` for ``sweeps`` sweeps (1 worker: the sequential sampler).
+
+    Returns ``phi`` (V x K, the live topics of the last sample): φ_vk = (n_vk + η) / (n_k + V η)
+    over the whole vocabulary of ``train`` (V = ``train.n_words``; words no training document uses
+    get η / (n_k + V η)), averaged like eq. (47) over the sweeps after ``burn_in`` in which the
+    topic's slot was live without a break up to the last sweep (a slot that dies restarts its sum);
+    ``tau`` (K + 1,) from :func:`hdp_global_weights` on the last sample's n_dk, the last entry the
+    new-topic mass; ``alpha``, ``gamma`` (tomotopy's final values: the given ones unless
+    ``optim_interval`` > 0 lets tomotopy re-estimate them); the last sample's token counts
+    ``n_vk`` (V x K) and ``n_kd`` (K x D); seconds per sweep; tomotopy's total table count.
+    Raises ValueError if tomotopy's vocabulary or token counts do not map back onto ``train``."""
+    import tomotopy as tp
+
+    if not 0 <= burn_in < sweeps:
+        raise ValueError(f"burn_in must be in [0, sweeps={sweeps}), got {burn_in}")
+    V, D = train.n_words, train.n_docs
+    mdl = tp.HDPModel(tw=tp.TermWeight.ONE, initial_k=initial_k, alpha=alpha, eta=eta, gamma=gamma, seed=seed)
+    mdl.optim_interval = optim_interval
+    for words in _tomotopy_words(train):
+        mdl.add_doc(words)
+    mdl.train(0, workers=1)
+    ours = np.array([int(w[1:]) for w in mdl.used_vocabs], np.int64)  # tomotopy word id -> ours
+    docs = list(mdl.docs)
+    word = np.concatenate([ours[np.asarray(d.words, np.int64)] for d in docs])
+    doc = np.repeat(np.arange(D), [len(d.words) for d in docs])
+    if len(docs) != D or not np.array_equal(np.bincount(word, minlength=V), train.word_counts):
+        raise ValueError("tomotopy's documents do not map back onto the training corpus (tokens per word differ)")
+    phi_sum, n_avg = np.zeros((V, 0)), np.zeros(0, np.int64)
+    secs = []
+    for it in range(sweeps):
+        t0 = time.perf_counter()
+        mdl.train(1, workers=1)
+        secs.append(time.perf_counter() - t0)
+        if it < burn_in:
+            continue
+        z = np.concatenate([np.asarray(d.topics, np.int64) for d in docs])
+        K = mdl.k
+        if phi_sum.shape[1] < K:  # tomotopy added slots
+            phi_sum = np.pad(phi_sum, ((0, 0), (0, K - phi_sum.shape[1])))
+            n_avg = np.pad(n_avg, (0, K - n_avg.size))
+        n_vk = np.bincount(word * K + z, minlength=V * K).reshape(V, K)
+        n_k = n_vk.sum(0)
+        live = n_k > 0
+        phi_sum[:, :K] = np.where(live[None, :], phi_sum[:, :K] + (n_vk + eta) / (n_k + V * eta), 0.0)
+        phi_sum[:, K:] = 0.0
+        n_avg[:K] = np.where(live, n_avg[:K] + 1, 0)
+        n_avg[K:] = 0
+        if log and (it + 1) % 50 == 0:
+            log(f"  HDP sweep {it + 1}: {int(live.sum())} live topics")
+    K = mdl.k
+    n_kd = np.zeros((K, D), np.int64)
+    np.add.at(n_kd, (z, doc), 1)
+    slots = np.flatnonzero(n_kd.sum(1) > 0)
+    if not np.array_equal(n_kd.sum(1)[slots], np.asarray(mdl.get_count_by_topics(), np.int64)[slots]):
+        raise ValueError("tomotopy's topic sizes differ from the counts read from its documents")
+    a, g = float(np.mean(mdl.alpha)), float(mdl.gamma)
+    return {"phi": phi_sum[:, slots] / n_avg[slots], "tau": hdp_global_weights(n_kd[slots].T, a, g),
+            "alpha": a, "gamma": g, "eta": float(mdl.eta), "n_vk": n_vk[:, slots], "n_kd": n_kd[slots],
+            "secs": secs, "tables": int(mdl.num_tables), "k_slots": int(K)}
+
+
+def completion_logperp(phi: np.ndarray, prior: np.ndarray, observed, held, n_sweeps: int, burn_in: int,
+                       seed: int) -> tuple[float, int]:
+    """Document completion (eq. 44-46) with Φ fixed, written for the HDP-LDA row apart from
+    topicjax's scorer: the topics of each test document's ``observed`` tokens are Gibbs-sampled
+    (exact sequential sweeps, p(z = k) ∝ (n_dk + prior_k) φ_wk, documents independent given Φ),
+    θ_dk = (n_dk + prior_k) / (N_d + Σ prior) is averaged over the sweeps after ``burn_in``, and the
+    ``held`` tokens are scored: returns (−Σ ln Σ_k φ_wk θ_dk / N_*, N_*).
+
+    ``phi``: V x K' (columns sum to one; for HDP-LDA the live topics and, last, the base measure's
+    mean 1/V for a new topic); ``prior``: (K',) the test documents' Dirichlet parameters (HDP: α τ).
+    Raises ValueError on mismatched shapes or a held-out word of probability zero."""
+    phi = np.asarray(phi, np.float64)
+    prior = np.asarray(prior, np.float64)
+    if phi.ndim != 2 or prior.shape != (phi.shape[1],) or np.any(prior <= 0):
+        raise ValueError(f"prior must be positive with one entry per column of phi {phi.shape}, got {prior.shape}")
+    if observed.n_docs != held.n_docs or observed.n_words != phi.shape[0] or held.n_words != phi.shape[0]:
+        raise ValueError("observed and held must have the same documents and phi's vocabulary")
+    if not 0 <= burn_in < n_sweeps:
+        raise ValueError(f"burn_in must be in [0, n_sweeps={n_sweeps}), got {burn_in}")
+    rng = np.random.default_rng(seed)
+    D, K = observed.n_docs, phi.shape[1]
+    lengths = observed.doc_lengths.astype(np.int64)
+    order = np.argsort(-lengths, kind="stable")  # longest first: position j is a prefix of rows
+    L = int(lengths.max(initial=0))
+    tok = np.full((D, L), -1, np.int64)
+    off = observed.doc_offsets
+    for r, d in enumerate(order):
+        w = np.repeat(observed.word_ids[off[d]:off[d + 1]], observed.counts[off[d]:off[d + 1]])
+        tok[r, :w.size] = w
+    rows_at = [int(np.sum(lengths > j)) for j in range(L)]
+    z = np.zeros((D, L), np.int64)
+    n_dk = np.zeros((D, K), np.int64)
+    for j in range(L):  # start: z from p(k | w) ∝ prior_k φ_wk
+        r = rows_at[j]
+        p = prior[None, :] * phi[tok[:r, j]]
+        z[:r, j] = _draw(p, rng)
+        np.add.at(n_dk, (np.arange(r), z[:r, j]), 1)
+    theta_sum = np.zeros((D, K))
+    n_d = lengths[order][:, None].astype(np.float64)
+    for s in range(n_sweeps):
+        for j in range(L):
+            r = rows_at[j]
+            rows = np.arange(r)
+            n_dk[rows, z[:r, j]] -= 1
+            z[:r, j] = _draw((n_dk[:r] + prior[None, :]) * phi[tok[:r, j]], rng)
+            n_dk[rows, z[:r, j]] += 1
+        if s >= burn_in:
+            theta_sum += (n_dk + prior[None, :]) / (n_d + prior.sum())
+    theta = np.empty((D, K))
+    theta[order] = theta_sum / (n_sweeps - burn_in)
+    p = np.einsum("nk,nk->n", phi[held.word_ids], theta[held.doc_ids])
+    if np.any(p <= 0):
+        raise ValueError("a held-out word has probability zero under phi")
+    n = int(held.counts.sum())
+    return float(-np.sum(held.counts * np.log(p)) / n), n
+
+
+def _draw(p: np.ndarray, rng) -> np.ndarray:
+    """One categorical draw per row of the unnormalised probabilities ``p``."""
+    c = np.cumsum(p, axis=1)
+    u = rng.random(p.shape[0]) * c[:, -1]
+    return np.minimum((c < u[:, None]).sum(1), p.shape[1] - 1)
+
+
+def run_hdp_task(task: dict) -> dict:
+    """The HDP-LDA row: tomotopy trained on the fold's training documents, scored by
+    :func:`completion_logperp` with Φ = [live topics, 1/V] and the prior α τ."""
+    s = task["settings"]
+    cname, corpus, folds = corpus_and_folds(task["corpus"], s)
+    f = task["fold"]
+    train, observed, held, dropped = fold_split(corpus, folds, f, s["seed"], s["unseen"])
+    t0 = time.perf_counter()
+    fit = fit_hdp(train, s["sweeps"], s["burn_in"], seed=s["seed"] + 100 * f, alpha=s["hdp_alpha"],
+                  gamma=s["hdp_gamma"], eta=s["hdp_eta"], initial_k=s["hdp_initial_k"], optim_interval=s["hdp_optim"])
+    t_fit = time.perf_counter() - t0
+    V = train.n_words
+    phi = np.hstack([fit["phi"], np.full((V, 1), 1.0 / V)])
+    n_sw = max(2, s["test_sweeps"])
+    logperp, _ = completion_logperp(phi, fit["alpha"] * fit["tau"], observed, held, n_sw, n_sw // 2,
+                                    seed=s["seed"] + 100 * f + 7)
+    K = fit["phi"].shape[1]
+    wpt = (fit["n_vk"] > 0).sum(0)  # words holding the topic's tokens
+    dpt = (fit["n_kd"] > 0).sum(1)
+    tpd = (fit["n_kd"] > 0).sum(0)
+    tpw = (fit["n_vk"] > 0).sum(1)[train.word_counts > 0]
+    secs = fit["secs"]
+    nan = float("nan")
+    return {
+        **{k: task[k] for k in ("corpus", "model", "sigma", "zeta", "fold")}, "corpus_name": cname,
+        "logperp": logperp, "topics": K, "K_max": fit["k_slots"], "fit_s": t_fit,
+        "total_s": time.perf_counter() - t0, "sweep_s": float(np.median(secs[1:] or secs)),
+        "first_sweep_s": float(secs[0]),
+        # no masks: every topic has weight in every document and every word (the LDA convention)
+        "topics_per_doc": float(K), "words_per_topic": float(V), "docs_per_topic": float(train.n_docs),
+        "hyper": {"alpha": fit["alpha"], "beta": fit["eta"], "eta": nan, "delta": nan, "gamma": nan, "xi": nan},
+        "hdp": {"gamma": fit["gamma"], "tau_new": float(fit["tau"][-1]), "tables": fit["tables"],
+                "tables_expected": float(expected_tables(fit["n_kd"].T, fit["alpha"] * fit["tau"][:K]).sum())},
+        "topics_per_doc_assigned": float(tpd.mean()), "words_per_topic_assigned": float(wpt.mean()),
+        "docs_per_topic_assigned": float(dpt.mean()),
+        "tpd_q": [float(K)] * 3, "tpw_q": [float(K)] * 3,
+        "tpd_assigned_q": [float(q) for q in np.percentile(tpd, [10, 50, 90])],
+        "tpw_assigned_q": [float(q) for q in np.percentile(tpw, [10, 50, 90])],
+        "dropped": dropped, "train_tokens": int(train.n_tokens), "backend": "tomotopy",
+        "corpus_info": f"{cname}: {corpus.n_docs} documents, {corpus.n_words} words, {corpus.n_tokens} tokens",
+    }
 
 
 # ---------------------------------------------------------------------------------------- workers
@@ -246,12 +504,16 @@ def configure_platform(platform: str, jobs: int) -> None:
             pass
 
 
-def run_all(tasks: list[dict], jobs: int, log):
+def run_all(tasks: list[dict], jobs: int, log, on_result=None):
+    """Run ``tasks`` (in ``jobs`` worker processes if > 1); ``on_result(results so far)`` after each
+    finished task (the script rewrites its table then, so an interrupted run keeps its folds)."""
     results = []
     t0 = time.perf_counter()
 
     def report(r):
         results.append(r)
+        if on_result is not None:
+            on_result(results)
         s = (f"[{time.perf_counter() - t0:6.0f} s] {r['corpus_name']:>8} fold {r['fold']} {LABELS[r['model']]:>15}"
              + (f" σ={r['sigma']:g}" if r["sigma"] is not None else "") + (f" ζ={r['zeta']:g}" if r["zeta"] is not None else "")
              + f": log-perplexity {r['logperp']:.4f}  topics {r['topics']}  {r['sweep_s']:.3f} s/sweep  "
@@ -349,7 +611,37 @@ def tables(results, args):
             continue
         q = lambda k: " / ".join(f"{v:.0f}" for v in np.mean([r[k] for r in recs], axis=0))
         lines.append(f"| {c} | {LABELS[m]} | {_grid_label(recs[0]) or '—'} | {q('tpd_q')} | {q('tpw_q')} |")
-    return lines + count_table(groups, corpora)
+    return lines + count_table(groups, corpora) + variant_table(groups, corpora)
+
+
+def variant_table(groups: dict, corpora: list) -> list[str]:
+    """The estimator variants (``--extra-test-sweeps``) and the HDP-LDA details, when run."""
+    lines = []
+    rows = [(k, recs) for k, recs in _ordered(groups, corpora) if recs[0].get("variants")]
+    if rows:
+        names = list(dict.fromkeys(v for _, recs in rows for v in recs[0]["variants"]))
+        lines += ["", "Document completion with more sweeps (the same fits; Φ unchanged, θ (46) averaged over "
+                  "the second half of the sweeps), log-perplexity:", "",
+                  "| corpus | model | grid | default | " + " | ".join(names) + " |", "|---|---|---|---|" + "---|" * len(names)]
+        for (c, m, s, z), recs in rows:
+            cells = [_fmt([r["variants"][v] for r in recs]) for v in names]
+            lines.append(f"| {c} | {LABELS[m]} | {_grid_label(recs[0]) or '—'} | {_fmt([r['logperp'] for r in recs])} | "
+                         + " | ".join(cells) + " |")
+    hdp = [(k, recs) for k, recs in _ordered(groups, corpora) if k[1] == "hdp"]
+    if hdp:
+        lines += ["", "HDP-LDA (tomotopy `HDPModel`, CRF sampler, 1 worker): final α, γ, η; new-topic weight τ_new of "
+                  "the test documents' prior α τ; tomotopy's table count against the Antoniak expectation used for τ; "
+                  "topics per document and per word holding tokens (p10 / p50 / p90).", "",
+                  "| corpus | live topics | slots | α | γ | η | τ_new | tables (tomotopy) | tables (expected) | "
+                  "topics/doc assigned | topics/word assigned |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for (c, m, s, z), recs in hdp:
+            g = lambda k: np.mean([r[k] for r in recs])
+            h = lambda k: np.mean([r["hdp"][k] for r in recs])
+            q = lambda k: " / ".join(f"{v:.0f}" for v in np.mean([r[k] for r in recs], axis=0))
+            lines.append(f"| {c} | {g('topics'):.0f} | {g('K_max'):.0f} | {np.mean([r['hyper']['alpha'] for r in recs]):.3g} | "
+                         f"{h('gamma'):.3g} | {np.mean([r['hyper']['beta'] for r in recs]):.3g} | {h('tau_new'):.2g} | "
+                         f"{h('tables'):.0f} | {h('tables_expected'):.0f} | {q('tpd_assigned_q')} | {q('tpw_assigned_q')} |")
+    return lines
 
 
 def count_table(groups: dict, corpora: list) -> list[str]:
@@ -361,14 +653,15 @@ def count_table(groups: dict, corpora: list) -> list[str]:
     lines = ["", "Sec. 5.3's counts (KOS: words per topic HDP-LDA 158, FTM 43, LIDA 47; documents per topic 9, 4, 4) "
              "next to ours, means over topics and folds, last sample: *active* counts the masks b (eq. 28-34; every "
              "word for LDA and FTM), *assigned* the words and documents holding the topic's tokens (n_vk > 0, "
-             "n_kd > 0), the only kind the paper can report for FTM and HDP-LDA. The paper's LDA column is HDP-LDA.",
+             "n_kd > 0), the only kind the paper can report for FTM and HDP-LDA (whose *active* columns, like LDA's, "
+             "count every word, document and live topic: no masks).",
              "", "| corpus | model | grid | live topics | words/topic active | words/topic assigned | paper | "
              "docs/topic active | docs/topic assigned | paper | topics/doc active | topics/doc assigned |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (c, m, s, z), recs in _ordered(rows, corpora):
         g = lambda k: np.mean([r[k] for r in recs])
         label = LABELS[m]
-        paper = PAPER_COUNTS.get(c, {}).get("HDP-LDA" if m == "lda" else "FTM" if m.startswith("ftm") else label)
+        paper = PAPER_COUNTS.get(c, {}).get("FTM" if m.startswith("ftm") else label)
         pw, pd = (f"{paper[0]}", f"{paper[1]}") if paper else ("—", "—")
         lines.append(f"| {c} | {label} | {_grid_label(recs[0]) or '—'} | {g('topics'):.0f} | "
                      f"{g('words_per_topic'):.0f} | {g('words_per_topic_assigned'):.0f} | {pw} | "
@@ -387,6 +680,16 @@ def kept_notes(path: Path) -> list[str]:
     return ["", NOTES_MARK + old.split(NOTES_MARK, 1)[1].rstrip()] if NOTES_MARK in old else []
 
 
+_LOAD = {"start": "n/a"}
+
+
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def write_markdown(path: Path, results, args, command: str, seconds: float) -> str:
     """Write the tables; hand-written notes after ``NOTES_MARK`` in an existing file are kept."""
     import platform as pf
@@ -397,7 +700,8 @@ def write_markdown(path: Path, results, args, command: str, seconds: float) -> s
     dropped = {r["corpus_name"]: r["dropped"] for r in results}
     lines = ["# LIDA Table 1: held-out log-perplexity", "", f"Command: `{command}`", "",
              f"Wall time: {seconds / 60:.1f} min on {os.cpu_count()} CPU cores ({pf.machine()}), JAX backend "
-             f"{', '.join(backends)}, {args.jobs} worker(s).", ""]
+             f"{', '.join(backends)}, {args.jobs} worker(s). Load average (1, 5, 15 min) at the start "
+             f"{_LOAD['start']}, at this writing {_load()} (a shared machine: the times are not timings).", ""]
     shown = {k: v for k, v in sorted(vars(args).items()) if k not in ("out", "progress")}
     lines += ["Settings: " + ", ".join(f"{k}={v}" for k, v in shown.items()), ""]
     lines += ["Corpora: " + "; ".join(info) + ". Test documents dropped (< 2 tokens): "
@@ -417,9 +721,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", action="append",
                     help="kos, 20news or a corpus path (repeatable; default: kos and 20news)")
-    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {MODELS}")
+    ap.add_argument("--models", default="lda,ftm1,ftm,lida",
+                    help=f"comma-separated subset of {MODELS} (hdp: tomotopy's HDPModel, comparison only)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--run-folds", type=int, default=None, help="run only the first so many folds (reduced run)")
+    ap.add_argument("--first-fold", type=int, default=0,
+                    help="skip the folds before this one (to complete a run; every fold is seeded by its index)")
     ap.add_argument("--sweeps", type=int, default=300)
     ap.add_argument("--burn-in", type=int, default=None, help="sweeps before averaging (default: 2/3 of --sweeps)")
     ap.add_argument("--hyper-start", type=int, default=None,
@@ -444,6 +751,17 @@ def main(argv=None):
                     help="20news: stop words removed (english) or kept (none)")
     ap.add_argument("--unseen", default="keep", choices=["keep", "drop"],
                     help="test tokens of words absent from the training folds: scored (keep) or left out (drop)")
+    ap.add_argument("--protocol", default="foldin", choices=["foldin", "joint"],
+                    help="foldin: test documents' topics sampled after training with Φ fixed (sec. 5.1); joint: "
+                         "their observed halves join the training chain and θ (46) is its own average (hypothesis)")
+    ap.add_argument("--extra-test-sweeps", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=[],
+                    help="also score with so many document-completion sweeps (same fit; LDA/FTM/LIDA, foldin)")
+    ap.add_argument("--hdp-alpha", type=float, default=1.0, help="HDP-LDA: document-level DP mass (paper: 1)")
+    ap.add_argument("--hdp-gamma", type=float, default=1.0, help="HDP-LDA: top-level DP mass (paper: 1)")
+    ap.add_argument("--hdp-eta", type=float, default=0.1, help="HDP-LDA: topic-word Dirichlet parameter (paper: 0.10)")
+    ap.add_argument("--hdp-initial-k", type=int, default=2, help="HDP-LDA: tomotopy's initial topics (its default 2)")
+    ap.add_argument("--hdp-optim", type=int, default=0,
+                    help="HDP-LDA: tomotopy's optim_interval for α, γ (0: fixed at the paper's values; tomotopy's default 10)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1, help="worker processes for the (corpus, model, grid, fold) tasks")
     ap.add_argument("--platform", default="cpu", choices=["cpu", "gpu"])
@@ -477,7 +795,10 @@ def main(argv=None):
     tasks = make_tasks(args)
     print(f"{len(tasks)} tasks, {args.jobs} worker(s), platform {args.platform}", flush=True)
     t_start = time.perf_counter()
-    results = run_all(tasks, args.jobs, lambda s: print(s, flush=True))
+    _LOAD["start"] = _load()
+    partial = lambda res: write_markdown(out, res, args, command + f"  [partial: {len(res)} of {len(tasks)} tasks]",
+                                         time.perf_counter() - t_start)
+    results = run_all(tasks, args.jobs, lambda s: print(s, flush=True), on_result=partial)
     text = write_markdown(out, results, args, command, time.perf_counter() - t_start)
     print(text)
     return results

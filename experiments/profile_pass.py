@@ -42,7 +42,8 @@ def pass_parts(train, T: int, counts, rounds: int, warm: int, per_turn: int = 5)
     """``{(part, threads): median seconds}`` for one PLSA pass on ``train`` at ``T`` topics."""
     import jax
 
-    from topicjax.core import em, kernels, layout
+    from topicjax.artm import algorithm as em
+    from topicjax.core import kernels, layout
 
     data = layout.prepare(train)
     state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)

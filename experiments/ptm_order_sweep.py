@@ -14,7 +14,8 @@ of the top-10 (specific) words (both from :mod:`topicjax.evaluation.metrics`), a
     python experiments/ptm_order_sweep.py path/to/corpus --test path/to/test_corpus
     python experiments/ptm_order_sweep.py --quick               # a few seconds, synthetic corpus
 
-The corpus argument is ``20newsgroups`` (the shared tarball; test split re-indexed onto the
+The corpus argument is ``bbc`` (the shared BBC News corpus, OCTIS's train and test subsets),
+``20newsgroups`` (the shared tarball; test split re-indexed onto the
 training vocabulary) or any path :meth:`topicjax.Corpus.load` reads; without ``--test`` a
 random 20% of its documents is held out.  Results go to ``experiments/results/ptm_order_sweep.md``.
 """
@@ -45,7 +46,7 @@ def add_sweep_arguments(p):
     p.add_argument("--m-max", type=int, default=100)
     p.add_argument("--m-min", type=int, default=10)
     p.add_argument("--step", type=int, default=2)
-    p.add_argument("--bic", default="2014", choices=["2014", "2014-exact", "2020"])
+    p.add_argument("--bic", default="2014", choices=["2014", "2014-exact", "2020", "2020-printed"])
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -53,7 +54,7 @@ def add_sweep_arguments(p):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("corpus", nargs="?", default="20newsgroups", help="'20newsgroups' or a corpus path")
+    p.add_argument("corpus", nargs="?", default="20newsgroups", help="'20newsgroups', 'bbc' (the shared BBC News, OCTIS's train/test split) or a corpus path")
     p.add_argument("--test", default=None, help="held-out corpus path (default: 20%% of the documents)")
     p.add_argument("--n-docs", type=int, default=None, help="random sample of training documents")
     p.add_argument("--n-test", type=int, default=None, help="random sample of test documents")
@@ -77,7 +78,7 @@ def quick_corpora(seed: int):
     vocab = [f"r{i}c{j}" for i in range(5) for j in range(5)]
     out = []
     for k in range(2):
-        corpus, theta = tj.datasets.sample_lda_corpus(phi, 120, doc_length=60, alpha=0.2, seed=seed + k, vocab=vocab)
+        corpus, _, theta = tj.datasets.sample_lda_corpus(phi, 120, doc_length=60, alpha=0.2, seed=seed + k, vocab=vocab)
         out.append(corpus.with_labels(list(np.argmax(theta, 0))))
     return out[0], out[1]
 
@@ -89,6 +90,8 @@ def load_corpora(args):
         train = tj.datasets.load_20newsgroups("train", n_docs=args.n_docs, seed=args.seed)
         test = tj.datasets.load_20newsgroups("test", n_docs=args.n_test, seed=args.seed, vocabulary=list(train.vocab))
         return train, test
+    if args.corpus == "bbc":  # OCTIS's split: train for the fits, test held out
+        return tj.datasets.load_bbc_news("train"), tj.datasets.load_bbc_news("test")
     corpus = Corpus.load(args.corpus)
     if args.test:
         test = Corpus.load(args.test).with_vocab(corpus.vocab, empty_docs="drop")

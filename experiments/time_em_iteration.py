@@ -11,7 +11,8 @@ import jax
 import numpy as np
 
 import topicjax as tj
-from topicjax.core import em, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import layout
 
 
 def main(argv=None):

@@ -19,7 +19,7 @@ The protocol, per corpus and number of topics T:
 
 3. **Ours**: ARTM with the two smoothing regularizers (``regularizers.smooth_phi`` and
    ``smooth_theta``, eq. 23-24: φ_wt ∝ n_wt + τ_φ, θ_td ∝ n_td + τ_θ — LDA-like, τ_φ and τ_θ
-   playing β and α), run by one of two compiled steps of ``topicjax.core.em``:
+   playing β and α), run by one of two compiled steps of ``topicjax.artm.algorithm``:
 
    * ``offline-N``: ``em.step`` with ``EMConfig(doc_passes=N)`` (BigARTM's offline pass: Θ
      restarted from uniform, N - 1 Θ-only iterations with the smoothing, one full E-step);
@@ -131,7 +131,8 @@ class OursSmoothed:
         import jax.numpy as jnp
 
         from topicjax import regularizers as regs
-        from topicjax.core import em, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import layout
 
         self.jax, self.jnp, self.em = jax, jnp, em
         self.train, self.T, self.route, self.seed = train, T, route, seed

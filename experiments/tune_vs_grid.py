@@ -119,7 +119,7 @@ def load(name, args):
     import topicjax as tj
 
     if name == "bars":
-        corpus, _ = tj.datasets.make_bars(n_docs=150, seed=args.seed)
+        corpus, _, _ = tj.datasets.make_bars(n_docs=150, seed=args.seed)
     elif name == "kos":
         corpus = tj.datasets.load_kos()
     else:

@@ -44,13 +44,48 @@ from topicjax.data.corpus import Corpus  # noqa: E402
 from topicjax.data.datasets import shared_data_dir  # noqa: E402
 
 
+def _memory_maps() -> int | None:
+    """How many memory maps this process holds (``/proc/self/maps``), or None where unknown."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _map_limit() -> int:
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return 65530
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+#: clear when a worker holds more than this share of the kernel's memory-map limit, or this much memory
+_MAPS_SHARE = 0.4
+_RESIDENT_LIMIT = 3 << 30
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_programs():
-    """After every test module, drop JAX's compiled programs (``jax.clear_caches``): the suite
-    compiles thousands of programs in one process, and each keeps memory maps of its machine
-    code; left to grow, the process reaches the kernel's limit on memory maps
-    (``vm.max_map_count``, 65530) and XLA's compiler crashes with a segmentation fault."""
+    """After a test module, drop JAX's compiled programs (``jax.clear_caches``) when the process
+    holds many of them: each keeps memory maps of its machine code, and a process that reaches the
+    kernel's limit on memory maps (``vm.max_map_count``, 65530) crashes XLA's compiler with a
+    segmentation fault.  Clearing after every module instead made every module compile again
+    the programs the modules before it had compiled (the PLSA and ARTM steps, the LDA sweeps): a
+    large share of the suite's time on two cores.  Where the count is unknown (no ``/proc``) the
+    caches are cleared after every module, as before."""
     yield
+    maps = _memory_maps()
+    if maps is not None and maps < _MAPS_SHARE * _map_limit() and _resident_bytes() < _RESIDENT_LIMIT:
+        return
     import gc
 
     import jax

@@ -27,7 +27,7 @@ COMMON = textwrap.dedent(
     from topicjax import datasets
     from topicjax.scale import distributed
 
-    corpus, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
+    corpus, _, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
 
     def reg(phi, theta):
         return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
@@ -93,7 +93,7 @@ def run_two_processes(tmp_path, regs_name: str):
         # Θ gathered from both processes in blocks of 3 rows (host_array's way with a large Θ; the
         # last block of 2), against the whole array gathered at once
         from jax.experimental import multihost_utils
-        from topicjax.core import em
+        from topicjax.artm import algorithm as em
         sh = distributed.shard(corpus, shard_theta=True)
         theta0 = em.place(em.init(jax.random.key(0), corpus.n_words, 0, {T}), sh).theta
         theta = jax.jit(lambda t: t + jnp.arange(t.size, dtype=t.dtype).reshape(t.shape),

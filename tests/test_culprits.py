@@ -22,7 +22,7 @@ from topicjax.evaluation import metrics
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, phi = tj.datasets.make_bars(n_docs=30, seed=0)
+    corpus, phi, _ = tj.datasets.make_bars(n_docs=30, seed=0)
     return corpus, np.asarray(phi)
 
 

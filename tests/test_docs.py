@@ -134,6 +134,33 @@ def test_every_public_package_is_in_the_api_reference(site, package):
     assert not missing, f"names of {package}.__all__ missing from the API reference: {missing}"
 
 
+def test_the_site_works_offline(site):
+    """No page loads a script or a stylesheet from another host (issue 45 item 5: the maths was
+    blank offline); the MathJax that the pages load is in the site, with its fonts."""
+    out, returncode, log = site
+    assert returncode == 0, log[-3000:]
+    remote = []
+    for page in out.rglob("*.html"):
+        raw = page.read_text(encoding="utf-8")
+        for tag in re.findall(r"<script\b[^>]*>|<link\b[^>]*>", raw):
+            url = re.search(r'(?:src|href)="([^"]+)"', tag)
+            is_asset = tag.startswith("<script") or re.search(r'rel="(stylesheet|preconnect|preload)"', tag)
+            if url and is_asset and re.match(r"(https?:)?//", url.group(1)):
+                remote.append(f"{page.relative_to(out)}: {tag}")
+    assert not remote, "pages load assets from other hosts:\n" + "\n".join(remote[:10])
+    index = (out / "index.html").read_text(encoding="utf-8")
+    srcs = re.findall(r'<script\b[^>]*src="([^"]+)"', index)
+    maths = [s for s in srcs if s.endswith("tex-mml-chtml.js")]
+    assert maths, f"index.html loads no MathJax (scripts: {srcs})"
+    script = out / maths[0]
+    assert script.is_file() and script.stat().st_size > 500_000, f"{maths[0]} is missing from the site"
+    assert b"MathJax" in script.read_bytes()[:200_000]
+    fonts = list((script.parent / "output" / "chtml" / "fonts" / "woff-v2").glob("MathJax_Main-Regular.woff"))
+    assert fonts, "MathJax's CommonHTML fonts are missing from the site"
+    # and a page with equations marks them for MathJax (pymdownx.arithmatex)
+    assert 'class="arithmatex"' in (out / "guides" / "artm" / "index.html").read_text(encoding="utf-8")
+
+
 def _code_cells(path: Path) -> list[str]:
     nb = json.loads(path.read_text(encoding="utf-8"))
     cells = []

@@ -140,7 +140,7 @@ import warnings, numpy as np, topicjax as tj
 from topicjax.core import kernels
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
     model = tj.PLSA(4, max_iter=3, progress=False).fit(corpus)
     kernels.set_threads({cores + 3})
     tj.PLSA(4, max_iter=3, progress=False).fit(corpus)

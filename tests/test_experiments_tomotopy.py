@@ -47,7 +47,7 @@ def test_smoothing_coefficients_reach_the_m_step(mod):
     from topicjax import datasets
     from topicjax.core import estep
 
-    corpus, _ = datasets.make_bars(n_docs=30, seed=0)
+    corpus, _, _ = datasets.make_bars(n_docs=30, seed=0)
     m = mod.OursSmoothed(corpus, 4, "carried", 0)
     s0 = m.state
     _, g_phi, g_theta = estep.expected_counts(s0.phi, s0.theta, m.data)

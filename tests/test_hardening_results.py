@@ -33,7 +33,7 @@ UNSEEN = (0, 1)  # words of the vocabulary absent from the training documents
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
     return corpus
 
 

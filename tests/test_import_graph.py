@@ -6,13 +6,21 @@ function, class or ``try`` -- an import inside a function is a dependency all th
 later one.  ``from pkg import name`` is an edge to ``pkg.name`` when that is a module of the
 package, else to ``pkg`` (its ``__init__``); ``import a.b.c`` is an edge to ``a.b.c``.  Imports
 under ``if TYPE_CHECKING:`` never run and are left out, and so are the parent packages that Python
-initialises before a submodule (``topicjax.core`` before ``topicjax.core.em``): a package's
+initialises before a submodule (``topicjax.core`` before ``topicjax.core.layout``): a package's
 ``__init__`` that imports its submodules is not a cycle with them.  Compiled extensions
 (``topicjax/core/_estep_ffi*.so``) are modules without imports.
 
 In-function imports of topicjax are allowed only for what is optional or heavy to load, and at
 most :data:`MAX_IN_FUNCTION` of them: a cycle must be broken by moving code to where it belongs,
 not hidden by importing late.
+
+Packages are checked as well as modules, because importing any module of a package runs the
+package's ``__init__`` first (``topicjax.core.sharding`` importing ``topicjax.data.entries`` loads
+all of :mod:`topicjax.data`): collapsed to its subpackages (``topicjax.data.readers.uci`` is in
+``topicjax.data``; a top-level module such as ``topicjax.estimator`` is a unit of its own), the
+graph has no cycle either, and :mod:`topicjax.core` is at the bottom: no module under
+``topicjax/core/`` imports anything of topicjax outside it (data, regularizers, the families,
+scale, tune, cli, evaluation, persistence, ...), at module level or inside a function.
 """
 
 from __future__ import annotations
@@ -129,6 +137,37 @@ def import_graph(package: Path) -> tuple[dict[str, set[str]], list[tuple[str, in
     return edges, in_function
 
 
+def package_of(module: str) -> str:
+    """The unit of ``module`` in the package graph: ``topicjax.<sub>`` (its subpackage, or the
+    top-level module itself), ``topicjax`` for the root package."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to :func:`package_of` units (edges inside a unit dropped)."""
+    out: dict[str, set[str]] = {}
+    for a, targets in edges.items():
+        pa = package_of(a)
+        out.setdefault(pa, set())
+        out[pa] |= {package_of(b) for b in targets if package_of(b) != pa}
+    return out
+
+
+def imports_leaving(package: Path, inside: str) -> list[tuple[str, int, str]]:
+    """``(module, line, target)`` of every import of topicjax, at module level or inside a
+    function, written in a module of ``inside`` (a dotted package name) whose target is outside it."""
+    mods = module_files(package)
+    out = []
+    for name, (path, is_package) in mods.items():
+        if path.suffix != ".py" or not (name == inside or name.startswith(inside + ".")):
+            continue
+        visitor = _Imports(name, is_package, mods, package.name)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+        out += [(name, line, target) for line, target, _ in visitor.found
+                if not (target == inside or target.startswith(inside + "."))]
+    return out
+
+
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as its path ``[a, b, ..., a]``, or None when there is none
     (iterative depth-first search: white / on the stack / done)."""
@@ -161,6 +200,20 @@ def test_topicjax_has_no_import_cycle():
     assert len(edges) > 50  # the package was found and read
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_packages_have_no_import_cycle():
+    edges, _ = import_graph(PACKAGE)
+    packages = package_graph(edges)
+    assert {"topicjax.core", "topicjax.data", "topicjax.regularizers", "topicjax.artm"} <= set(packages)
+    cycle = find_cycle(packages)
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle)
+
+
+def test_core_imports_nothing_above_it():
+    leaving = imports_leaving(PACKAGE, "topicjax.core")
+    listing = "\n".join(f"  {m}:{line} imports {t}" for m, line, t in leaving)
+    assert not leaving, f"topicjax.core is the bottom layer, yet it imports from above it:\n{listing}"
 
 
 def test_few_imports_inside_functions():
@@ -203,3 +256,22 @@ def test_what_is_not_a_cycle(tmp_path):
     }))
     assert find_cycle(edges) is None
     assert edges["topicjax.a"] == set() and edges["topicjax"] == {"topicjax.a"} and in_function == []
+
+
+def test_an_upward_import_of_core_is_found(tmp_path):
+    """Core importing a package above it, at module level or inside a function, directly or
+    through a relative import, is found and named; imports within core are not; and the package
+    graph sees the loop that the module graph does not (core.a -> data.b -> core.c)."""
+    root = _write(tmp_path, {
+        "topicjax/__init__.py": "", "topicjax/core/__init__.py": "from topicjax.core import c\n",
+        "topicjax/core/a.py": "from topicjax.core import c\nfrom topicjax.data.b import g\n",
+        "topicjax/core/c.py": "def f():\n    from ..regularizers import r\n",
+        "topicjax/core/d.py": "from . import c\n",
+        "topicjax/data/__init__.py": "", "topicjax/data/b.py": "from topicjax.core.c import f\ndef g():\n    pass\n",
+        "topicjax/regularizers/__init__.py": "", "topicjax/regularizers/r.py": "",
+    })
+    assert imports_leaving(root, "topicjax.core") == [("topicjax.core.a", 2, "topicjax.data.b"),
+                                                      ("topicjax.core.c", 2, "topicjax.regularizers.r")]
+    edges, _ = import_graph(root)
+    assert find_cycle(edges) is None
+    assert find_cycle(package_graph(edges)) == ["topicjax.core", "topicjax.data", "topicjax.core"]

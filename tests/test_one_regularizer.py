@@ -9,7 +9,8 @@ import pytest
 
 import topicjax as tj
 from topicjax import regularizers
-from topicjax.core import em, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import layout
 from topicjax.scale import distributed, online
 
 from multidevice import N_ITER, T, run_two_processes

@@ -11,6 +11,12 @@ that adding or removing a public name is a change of the documentation too:
   (constants: a ``#:`` comment above their assignment), and the kinds in the table are right;
 * ``import topicjax`` imports neither the optional libraries nor the parts of the package that
   are imported on demand (command line, bridges).
+
+The model families' part of the list is written from the family registry
+(``topicjax/_families.py``) when the site is built (``docs/_hooks/generated.py``): each family's
+estimator classes and package are rows of the ``topicjax`` table, and its package's section lists
+its ``__all__``.  For them the checks read the registry (:func:`surface`): a family registered
+there is checked here with no edit of the page, and every class it registers must be exported.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from topicjax import _families
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "public_api.md"
@@ -56,18 +64,78 @@ def documented() -> dict[str, dict[str, str]]:
 SURFACE = documented()
 
 
+def _kind(obj) -> str:
+    if inspect.ismodule(obj):
+        return "module"
+    if inspect.isclass(obj):
+        return "warning" if issubclass(obj, Warning) else "exception" if issubclass(obj, BaseException) else "class"
+    return "function" if callable(obj) else "constant"
+
+
+def family_packages() -> list[str]:
+    """The packages of the registered model families (the registry as it is now)."""
+    return [f.package for f in _families.FAMILIES]
+
+
+def surface(package: str) -> dict[str, str]:
+    """``{name: kind}`` that ``docs/public_api.md`` lists for ``package`` once built: its written
+    section, with the registry's part added -- in ``topicjax`` each family's estimator classes and
+    package, and for a family's package its ``__all__``."""
+    if package in family_packages():
+        module = importlib.import_module(package)
+        return {name: _kind(getattr(module, name)) for name in getattr(module, "__all__", ())}
+    doc = dict(SURFACE[package])
+    if package == "topicjax":
+        for family in _families.FAMILIES:
+            doc.update({m.cls: "class" for m in family.models})
+            doc[family.name] = "module"
+    return doc
+
+
+PACKAGES = sorted(set(SURFACE) | set(family_packages()))
+
+
 def test_the_list_covers_every_package():
-    """Every package of topicjax (a folder with ``__init__.py``) has its section, and no section
-    names a package that does not exist."""
+    """Every package of topicjax (a folder with ``__init__.py``) has its section, written or from
+    the registry, and no section names a package that does not exist."""
     packages = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE_DIR.rglob("__init__.py")}
     packages = {p for p in packages if "__pycache__" not in p}
-    assert set(SURFACE) == packages
+    assert set(PACKAGES) == packages
+    written = set(SURFACE) & set(family_packages())
+    assert not written, f"{sorted(written)}: sections written in docs/public_api.md and also from the registry"
 
 
-@pytest.mark.parametrize("package", sorted(SURFACE))
+def check_family(family) -> None:
+    """A registered family: its package exports every class it registers, each an estimator (the
+    estimator contract itself: tests/test_estimator_contract.py), and ``topicjax`` exports the
+    classes and the package."""
+    import topicjax
+    from topicjax.estimator import TopicModelBase
+
+    module = importlib.import_module(family.package)
+    for model in family.models:
+        assert model.cls in getattr(module, "__all__", ()), f"{family.package}.__all__ lacks {model.cls}"
+        cls = getattr(module, model.cls)
+        assert inspect.isclass(cls) and issubclass(cls, TopicModelBase), (
+            f"{family.package}.{model.cls} is registered as an estimator but is not a TopicModelBase")
+        assert getattr(topicjax, model.cls) is cls and model.cls in topicjax.__all__, f"topicjax.{model.cls}"
+    assert getattr(topicjax, family.name) is module and family.name in topicjax.__all__, f"topicjax.{family.name}"
+
+
+def test_the_registry():
+    _families.check()
+    for family in _families.FAMILIES:
+        check_family(family)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
 def test_public_names_are_the_documented_list(package):
+    check_names(package, surface(package))
+
+
+def check_names(package: str, doc: dict[str, str]) -> None:
+    """``package.__all__`` and its public attributes are the documented ``{name: kind}``."""
     module = importlib.import_module(package)
-    doc = SURFACE[package]
     names = {n for n, kind in doc.items() if kind != "module"}
     modules = {n for n, kind in doc.items() if kind == "module"}
     exported = list(getattr(module, "__all__", []))
@@ -104,11 +172,16 @@ def _constant_comment(name: str) -> bool:
     return any(pattern.search(p.read_text(encoding="utf-8")) for p in PACKAGE_DIR.rglob("*.py"))
 
 
-@pytest.mark.parametrize("package", sorted(SURFACE))
+@pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_is_documented_and_of_its_kind(package):
+    check_documented(package, surface(package))
+
+
+def check_documented(package: str, doc: dict[str, str]) -> None:
+    """Every name of ``doc`` (``{name: kind}``) has a docstring of its own and is of its kind."""
     module = importlib.import_module(package)
     assert (module.__doc__ or "").strip(), f"{package} has no docstring"
-    for name, kind in SURFACE[package].items():
+    for name, kind in doc.items():
         obj = getattr(module, name)
         where = f"{package}.{name}"
         if kind == "module":

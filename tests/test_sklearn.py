@@ -45,7 +45,7 @@ NAMES = list(FAMILIES)
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, phi = tj.datasets.make_bars(n_docs=120, doc_length=40, seed=3)
+    corpus, phi, _ = tj.datasets.make_bars(n_docs=120, doc_length=40, seed=3)
     return corpus, phi
 
 
@@ -153,7 +153,7 @@ def test_score_leaves_out_unknown_words_and_short_documents(fitted):
 
 def test_grid_search_without_scoring_finds_the_number_of_topics():
     """The held-out score picks the true 10 bars among 2, 10 and 20 topics (20 overfits)."""
-    corpus, _ = tj.datasets.make_bars(n_docs=240, doc_length=100, seed=3)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=240, doc_length=100, seed=3)
     search = GridSearchCV(tj.PLSA(max_iter=40, progress=False), {"n_components": [2, 10, 20]}, cv=3)
     search.fit(corpus.to_sparse())
     assert search.best_params_ == {"n_components": 10}

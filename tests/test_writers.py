@@ -35,13 +35,13 @@ def visible(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
     return corpus
 
 
 @pytest.fixture(scope="module")
 def other():
-    corpus, _ = tj.datasets.make_bars(n_docs=25, seed=3)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=25, seed=3)
     return corpus
 
 

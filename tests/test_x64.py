@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(
     def objective(model):
         return [h["objective"] for h in model.history_]
 
-    corpus, _ = tj.datasets.make_bars(n_docs=60, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=60, seed=0)
     train, test = corpus.train_test_split(12, seed=0)
     kw = dict(progress=False)
 

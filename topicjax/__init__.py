@@ -6,7 +6,9 @@ family of Gibbs samplers, over one immutable sparse :class:`Corpus` and one set 
 
 Sub-packages: :mod:`topicjax.data` (corpus, readers, datasets), :mod:`topicjax.core` (layouts,
 E-step, M-step, drivers), :mod:`topicjax.regularizers`, one per model family
-(:mod:`topicjax.artm`, :mod:`topicjax.ptm`, :mod:`topicjax.ttmm`, :mod:`topicjax.lida`),
+(:mod:`topicjax.artm`, :mod:`topicjax.ptm`, :mod:`topicjax.ttmm`, :mod:`topicjax.lida`: the
+families of the registry, ``topicjax/_families.py``, whose packages and estimator classes
+``topicjax`` exports),
 :mod:`topicjax.evaluation` (metrics, scores), :mod:`topicjax.scale` (online, distributed),
 :mod:`topicjax.tune` (hypergradients of validation objectives, coefficients tuned by gradient),
 :mod:`topicjax.persistence` (saving and loading any model), and, imported on demand,
@@ -25,16 +27,36 @@ script that needs only the corpus or the command line's ``--help`` should not wa
 import importlib
 import typing
 
-from topicjax import _malloc
+from topicjax import _families, _malloc
 
 _malloc.limit_arenas()  # before anything starts threads: see topicjax/_malloc.py
 
 __version__ = "0.1.0"
 
+#: the names of ``topicjax`` other than the model families' (theirs come from the registry,
+#: :mod:`topicjax._families`): ``name -> (module, attribute or None for the module itself)``
+_OWN = {
+    "Corpus": ("topicjax.data", "Corpus"), "CorpusError": ("topicjax.data", "CorpusError"),
+    "NumericalError": ("topicjax.core.errors", "NumericalError"),
+    "datasets": ("topicjax.data.datasets", None), "metrics": ("topicjax.evaluation.metrics", None),
+    **{name: (f"topicjax.{name}", None) for name in
+       ("core", "data", "evaluation", "persistence", "regularizers", "scale", "tune")},
+}
+
+
+def _lazy_table() -> dict[str, tuple[str, str | None]]:
+    """Where each public name lives: :data:`_OWN` and, for every registered family, its package
+    and its estimator classes (read from the registry as it is now)."""
+    table = dict(_OWN)
+    for family in _families.FAMILIES:
+        table[family.name] = (family.package, None)
+        table.update({m.cls: (family.package, m.cls) for m in family.models})
+    return table
+
+
 # the public surface of every package is listed in docs/public_api.md (checked by
-# tests/test_public_api.py)
-__all__ = ["ARTM", "Corpus", "CorpusError", "LIDA", "NumericalError", "PLSA", "PTM", "TTMM", "artm", "core", "data",
-           "datasets", "evaluation", "lida", "metrics", "persistence", "ptm", "regularizers", "scale", "ttmm", "tune"]
+# tests/test_public_api.py; the families' part comes from the registry)
+__all__ = sorted(_lazy_table(), key=lambda name: (name[0].islower(), name))
 
 if typing.TYPE_CHECKING:  # what type checkers and the API reference's reader see; never run
     from topicjax import artm, core, data, evaluation, lida, persistence, ptm, regularizers, scale, ttmm, tune
@@ -46,22 +68,11 @@ if typing.TYPE_CHECKING:  # what type checkers and the API reference's reader se
     from topicjax.ptm import PTM
     from topicjax.ttmm import TTMM
 
-#: where each public name lives: ``name -> (module, attribute or None for the module itself)``
-_LAZY = {
-    "ARTM": ("topicjax.artm", "ARTM"), "PLSA": ("topicjax.artm", "PLSA"),
-    "Corpus": ("topicjax.data", "Corpus"), "CorpusError": ("topicjax.data", "CorpusError"),
-    "LIDA": ("topicjax.lida", "LIDA"), "NumericalError": ("topicjax.core.errors", "NumericalError"),
-    "PTM": ("topicjax.ptm", "PTM"), "TTMM": ("topicjax.ttmm", "TTMM"),
-    "datasets": ("topicjax.data.datasets", None), "metrics": ("topicjax.evaluation.metrics", None),
-    **{name: (f"topicjax.{name}", None) for name in
-       ("artm", "core", "data", "evaluation", "lida", "persistence", "ptm", "regularizers", "scale", "ttmm", "tune")},
-}
-
 
 def __getattr__(name: str):
     """The public name ``name``, imported at its first use (PEP 562) and kept as an attribute."""
     try:
-        module, attr = _LAZY[name]
+        module, attr = _lazy_table()[name]
     except KeyError:
         raise AttributeError(f"module 'topicjax' has no attribute {name!r}") from None
     value = importlib.import_module(module)

@@ -1,64 +1,41 @@
 """The estimator contract shared by every model of the package (PLSA, ARTM, PTM, TTMM, LIDA).
 
-Every estimator is a scikit-learn estimator (``get_params``/``set_params``, usable in a
-``Pipeline`` after ``CountVectorizer``) that also accepts a :class:`~topicjax.data.Corpus`, and
-keeps one contract, checked for all five families by ``tests/test_estimator_contract.py``:
+:class:`TopicModelBase` is the base class of every estimator: a scikit-learn estimator
+(``get_params``/``set_params``, ``Pipeline``, ``GridSearchCV``) that also accepts a
+:class:`~topicjax.data.Corpus`, a count matrix (dense, scipy.sparse) or a pandas DataFrame, with
+one contract for all five families (``tests/test_estimator_contract.py``, ``tests/test_sklearn.py``):
 
-* parameters ``n_components`` (an int >= 1), ``random_state`` (an int in [0, 2**32), ``None`` for
-  fresh entropy, or a ``jax.random`` key), ``max_iter`` (an int >= 1) and ``tol`` (a finite number
-  >= 0) are validated by :meth:`TopicModelBase._validate_params` with the same messages
-  everywhere (families add their own constraints in ``_constraints``);
-* fitted ``phi_`` (W x T, the papers' orientation), ``theta_`` (T x D, likewise),
-  ``components_`` (T x W: rows are the topics' word distributions, scikit-learn's orientation,
-  rows summing to 1 except topics removed from the model, which are zero), ``transform(X)`` and
-  ``fit_transform`` (documents x topics), ``history_`` (one dict per iteration with at least
-  ``iteration``, ``objective`` and ``seconds``), ``n_iter_``, ``vocab_``;
-* every constructor parameter has a validator (:mod:`topicjax.core.validation`), run when
-  ``fit`` and ``fit_many`` start;
-* ``save(path)`` / ``load(path)`` (a folder: ``arrays.npz`` + ``meta.json``, written atomically;
-  ``load`` checks every field against ``_array_specs`` / ``_meta_specs`` and names the folder and
-  the field of the first that is wrong: :class:`~topicjax.persistence.SavedModelError`);
-* ``fit(X, checkpoint=DIR, checkpoint_every=N)``: progress saved every N iterations, a killed
-  fit resumed bit for bit (:mod:`topicjax.core.checkpoint`);
-* ``transform(X, empty_docs="keep" | "drop" | "error")``: documents without tokens get the topic
-  distribution of no evidence (:meth:`TopicModelBase._no_evidence`), no row, or an error;
-  documents whose every token is of a word the model does not know get that distribution too
-  (an error with ``"error"``), with a :class:`NoEvidenceWarning` naming their rows: every row
-  ``transform`` returns is a distribution; a
-  matrix ``X`` has no vocabulary (its columns are the model's words in ``vocab_`` order; only
-  the width is checked);
-* one constructor shape, ``Estimator(n_components, *, ...)``: the number of topics is the only
-  positional parameter, every other one is keyword-only (a call in an older positional order,
-  ``TTMM(themes, topics)`` or ``LIDA("ftm", topics)``, is a ``TypeError`` that names the keyword);
-* one validation hook, :meth:`TopicModelBase._validate_params`: the validators of every parameter,
-  then the family's checks between parameters (a family overrides it and calls ``super()``);
-* one ``fit_many(X, y=None, *, seeds, n_topics, params, mode, vmap_size, workers)`` (ARTM adds
-  ``taus``, PTM ``n_restarts``): many fits in one call, each equal to its separate fit (a compiled
-  batch where the family has one, sequential or threaded fits on the host otherwise; asking a
-  host batch for ``mode="vmap"`` or ``"devices"`` warns, :class:`FitManyFallbackWarning`);
+* constructor ``Estimator(n_components, *, ...)``: every parameter but the number of topics
+  keyword-only, every one validated when ``fit`` / ``fit_many`` start
+  (:meth:`TopicModelBase._validate_params`; ``n_components`` an int >= 1, ``random_state`` an int
+  in [0, 2**32), ``None`` or a ``jax.random`` key, ``max_iter`` an int >= 1, ``tol`` a finite
+  number >= 0), a bad value an error naming the parameter;
+* fitted ``phi_`` (W x T) and ``theta_`` (T x D) in the papers' orientation, ``components_``
+  (T x W), ``history_``, ``n_iter_``, ``vocab_``; ``transform`` / ``fit_transform`` return
+  ``(n_docs, n_components)`` rows that are distributions (``empty_docs="keep" | "drop" |
+  "error"``; documents without evidence get the no-evidence distribution and a
+  :class:`NoEvidenceWarning`);
+* ``score(X)`` (held-out log-likelihood per token by document completion), ``perplexity(X)``,
+  ``get_feature_names_out()``, ``partial_fit`` where online learning exists;
+* ``save(path)`` / ``load(path)`` (a folder, written atomically; a bad field is a
+  :class:`~topicjax.persistence.SavedModelError` naming it), ``fit(X, checkpoint=DIR)`` resumable
+  bit for bit;
+* ``fit_many(X, y=None, *, seeds, n_topics, params, mode, vmap_size, workers)``: many fits, each
+  equal to its separate fit (:class:`FitManyFallbackWarning` where no compiled batch exists);
 * numerical failures raise :class:`~topicjax.core.errors.NumericalError`.
 
-Fitted matrices follow the papers (``phi_`` W x T, ``theta_`` T x D); the scikit-learn side uses
-rows for documents (``transform`` returns ``(n_docs, n_components)``).
+The rest of the module is the input checks that the families share (:func:`as_corpus`,
+:func:`check_int`, :func:`check_number`, :func:`refuse_documents`, ...) and the warnings above
+(:class:`EmptyTopicsWarning`, :class:`CustomRegularizerWarning`).
 
-scikit-learn conformance (``tests/test_sklearn.py``; the module docstring there lists which of
-scikit-learn's estimator checks pass and why the others do not apply):
+The contract in full (each parameter's rule, ``transform``'s empty documents, the scikit-learn
+inputs and conformance): ``docs/guides/internals.md``, "The estimator contract in full".
 
-* inputs: a :class:`~topicjax.data.Corpus`, a dense or scipy.sparse count matrix (validated as
-  scikit-learn validates: NaN, inf, complex, empty or 1-d input, negative values, a wrong number
-  of columns after fitting are ``ValueError`` s in scikit-learn's words), or a pandas DataFrame
-  whose column names become the vocabulary (``feature_names_in_``).  Counts are integers;
-  non-integer values are an error naming the document and word;
-* ``score(X)``: held-out log-likelihood per token by document completion (see :meth:`score`),
-  so ``GridSearchCV`` works without a ``scoring``; ``perplexity(X)`` = ``exp(-score(X))``;
-* ``get_feature_names_out()``: the names of the topics (``transform``'s columns), so
-  ``set_output(transform="pandas")`` works;
-* the vocabulary of a preceding vectorizer in a ``Pipeline``: scikit-learn's vectorizers return
-  sparse matrices, which carry no column names, so wrap the vectorizer in
-  :class:`topicjax.data.CorpusVectorizer` (its output is a Corpus with the vectorizer's
-  vocabulary), or give a DataFrame with word columns; a model fitted on a bare matrix has the
-  placeholder words ``w0, w1, ...`` and :meth:`top_words` warns about it;
-* ``partial_fit`` where online learning exists (ARTM and PLSA: :mod:`topicjax.artm.partial`).
+>>> import topicjax as tj
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+>>> model = tj.PLSA(5, max_iter=3, random_state=0, progress=False).fit(corpus)
+>>> model.phi_.shape, model.theta_.shape, model.transform(corpus).shape
+((25, 5), (5, 40), (40, 5))
 """
 
 from __future__ import annotations
@@ -66,11 +43,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
+import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 
-from topicjax.core import checkpoint as ck, numerics
+from topicjax.core import checkpoint as ck, driver, numerics
 from topicjax.core.driver import MODES
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import check_random_state, fresh_seed
@@ -509,20 +487,90 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return np.asarray(self.components_)
 
     def top_words(self, n: int = 10, phi=None) -> list[list[str]]:
-        """The ``n`` most probable words of every topic (columns of ``phi_``).
+        """The ``n`` most probable words of every topic (columns of ``phi_``), one list per topic
+        in the order of the columns; an empty topic (:attr:`empty_topics_`) gets an empty list,
+        as its column ranks no word (sorting a column of zeros, or of the prior alone, would list
+        the first words of the vocabulary).  With ``phi`` (W x T) given, the words of its columns,
+        none left out.
 
         A model fitted on a bare matrix knows its words as ``w0, w1, ...`` only (a warning says
         so): give it a Corpus, a DataFrame with word columns, or, in a ``Pipeline``, wrap the
-        vectorizer in :class:`topicjax.data.CorpusVectorizer`."""
+        vectorizer in :class:`topicjax.data.CorpusVectorizer`.
+
+        Raises:
+            ValueError: ``n`` not an integer >= 1."""
         self._check_fitted()
         n = check_int(n, "n", 1)  # top_words(-3) would be every word but the last 3
         if is_placeholder_vocab(self.vocab_):
             warnings.warn(f"this {type(self).__name__} was fitted on a matrix without word names, so its words are "
                           "the placeholders w0, w1, ...; fit it on a Corpus, a DataFrame with word columns, or wrap "
                           "the vectorizer of a Pipeline in topicjax.data.CorpusVectorizer", UserWarning, stacklevel=2)
+        live = self.topic_live_ if phi is None else None
         phi = np.asarray(self.phi_ if phi is None else phi)
         order = np.argsort(-phi, axis=0, kind="stable")[:n]
-        return [[self.vocab_[i] for i in order[:, t]] for t in range(phi.shape[1])]
+        return [[self.vocab_[i] for i in order[:, t]] if live is None or live[t] else []
+                for t in range(phi.shape[1])]
+
+    # ---------------------------------------------------------------- live, empty and background topics
+    def _topic_live(self) -> np.ndarray:
+        """``(T,)`` bool over the columns of ``phi_``: a topic is live when its φ column and its row
+        of ``theta_`` (the training documents', where kept) hold mass and the family has not
+        removed it (``topic_alive_`` > 0, ARTM).  Families whose Φ gives every topic mass from
+        the prior alone override it (LIDA: the topics holding tokens)."""
+        phi = np.asarray(self.phi_)
+        live = phi.sum(0) > 0
+        alive = getattr(self, "topic_alive_", None)
+        if alive is not None and np.shape(alive) == live.shape:
+            live &= np.asarray(alive) > 0
+        theta = getattr(self, "theta_", None)
+        if theta is not None and np.ndim(theta) == 2 and np.shape(theta)[0] == live.size and np.shape(theta)[1]:
+            live &= np.asarray(theta).sum(1) > 0
+        return live
+
+    @property
+    def topic_live_(self) -> np.ndarray:
+        """Which topics are live, ``(T,)`` bool over the columns of ``phi_`` (rows of
+        ``components_``, columns of :meth:`transform`): those holding tokens or mass in the fitted
+        model.  The others are :attr:`empty_topics_`: listings leave them out or mark them
+        (:meth:`top_words`, :meth:`print_topics`)."""
+        self._check_fitted()
+        return np.asarray(self._topic_live(), bool)
+
+    @property
+    def empty_topics_(self) -> list[str]:
+        """Names (:meth:`get_feature_names_out`) of the topics that are not live
+        (:attr:`topic_live_`): no token or mass in the fitted model."""
+        names = self.get_feature_names_out()
+        return [str(names[j]) for j in np.flatnonzero(~self.topic_live_)]
+
+    @property
+    def background_topics_(self) -> list[str]:
+        """Names of the background topics (ARTM's ``background_topics``); none in the other
+        families."""
+        self._check_fitted()
+        return []
+
+    def print_topics(self, n: int = 10, *, file=None) -> list[str]:
+        """Print one line per topic, ``name: its n top words``, and return the lines: a
+        background topic is marked ``(background)``, an empty one ``(empty)`` without words
+        (:attr:`background_topics_`, :attr:`empty_topics_`).  ``file``: where to print (default
+        ``sys.stdout``).
+
+        Raises:
+            ValueError: ``n`` not an integer >= 1."""
+        import sys
+
+        words = self.top_words(n)
+        names = [str(x) for x in self.get_feature_names_out()]
+        background, live = set(self.background_topics_), self.topic_live_
+        lines = []
+        for t, name in enumerate(names):
+            mark = " (background)" if name in background else ""
+            lines.append(f"{name}{mark}: {' '.join(words[t])}" if live[t] else f"{name}{mark} (empty)")
+        out = sys.stdout if file is None else file
+        for line in lines:
+            print(line, file=out)
+        return lines
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         """Names of the columns of :meth:`transform` (the topics): ``topic_names_`` where the
@@ -608,6 +656,41 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
     # ---------------------------------------------------------------- many fits
     def _clone_with(self, **params):
         return clone(self).set_params(**params)
+
+    def _clone_with_input(self, **params):
+        """A clone with ``params`` that also holds what this estimator read from its input ``X``
+        (``vocab_``, ``n_features_in_``, ``feature_names_in_`` where it has one): a model of
+        :meth:`fit_many` fitted on the corpus this estimator prepared."""
+        model = self._clone_with(**params)
+        for name in ("vocab_", "n_features_in_", "feature_names_in_"):
+            if hasattr(self, name):
+                setattr(model, name, getattr(self, name))
+        return model
+
+    @staticmethod
+    def _batch_models(finals, recs, n_iter, status, *, seeds, clone, error, seconds: float = 0.0):
+        """The one loop that unstacks the stacked results of a compiled batch
+        (:func:`topicjax.core.driver.run_many`) into the models of :meth:`fit_many`.
+
+        Yields ``(model, state, records)`` for each model ``g`` in order: ``model = clone(g)`` (a
+        fresh estimator with model ``g``'s settings) with ``seed_ = seeds[g]`` (the seed it
+        started from, as :meth:`_seed` records it when a fit starts; the family then sets its
+        fitted attributes through its ``_set_fitted``), ``state`` model ``g``'s final state (its slice of
+        ``finals``) and ``records`` one dict per iteration it ran: ``iteration``, the algorithm's
+        record fields (nested dicts flattened to ``"outer/inner"``; scalars as Python numbers,
+        arrays as numpy) and ``seconds``.  A model whose fit failed (its ``status`` is
+        non-finite or a collapse) raises ``error(g, n_done, status)`` when the loop reaches it."""
+        flat = driver.flatten_records(jax.tree.map(host_array, recs))
+        n_iter, status = np.asarray(n_iter), np.asarray(status)
+        for g in range(status.shape[0]):
+            n = int(n_iter[g])
+            if int(status[g]) >= driver.NONFINITE:
+                raise error(g, n, int(status[g]))
+            rows = [{"iteration": i + 1, **{k: v[g, i].item() if np.ndim(v[g, i]) == 0 else v[g, i]
+                                             for k, v in flat.items()}, "seconds": seconds} for i in range(n)]
+            model = clone(g)
+            model.seed_ = seeds[g]
+            yield model, jax.tree.map(lambda a: a[g], finals), rows
 
     def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
                  workers=None) -> list:

@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from topicjax import _families
 from topicjax._outputs import OutputRefusedError, check_file
 from topicjax.core.plain import jsonable
 
@@ -503,11 +504,9 @@ def load_folder(path) -> tuple[dict, dict]:
 #: The model classes :func:`load` reopens, by the name a save writes in ``"model"``: every public
 #: estimator class of the package, registered by :class:`topicjax.estimator.TopicModelBase` as each
 #: family's class is defined (this module, below the estimators, imports none of them at its top:
-#: :func:`load` imports :data:`FAMILY_MODULES` by name when a class is not registered yet).
+#: :func:`load` imports the packages of the family registry, :mod:`topicjax._families`, by name
+#: when a class is not registered yet).
 MODEL_CLASSES: dict[str, type] = {}
-#: The packages whose estimator classes register themselves when imported: :func:`load` imports
-#: them (by name: they sit above this module) before it looks a class up.
-FAMILY_MODULES = ("topicjax.artm", "topicjax.ptm", "topicjax.ttmm", "topicjax.lida")
 
 
 def register_model(cls: type) -> type:
@@ -523,8 +522,8 @@ def load(path):
     _, meta = load_folder(path)
     name = meta.get("model")
     if isinstance(name, str) and name not in MODEL_CLASSES:
-        for module in FAMILY_MODULES:  # ``import topicjax`` loads the families at first use, not at import
-            importlib.import_module(module)
+        for family in _families.FAMILIES:  # ``import topicjax`` loads the families at first use, not at import
+            importlib.import_module(family.package)
     cls = MODEL_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise SavedModelError(f"{path}: meta.json field 'model' is {name!r}, not a topicjax model "

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import topicjax as tj
-from topicjax.core import em
+from topicjax.artm import algorithm as em
 from topicjax import regularizers as R
 from topicjax.artm import ARTM, paper_trajectory
 from topicjax.regularizers import Step
@@ -17,7 +17,7 @@ from topicjax.core.random import as_key
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, phi = tj.datasets.make_bars(n_docs=120, doc_length=60, alpha=0.5, seed=3)
+    corpus, phi, _ = tj.datasets.make_bars(n_docs=120, doc_length=60, alpha=0.5, seed=3)
     return corpus
 
 
@@ -201,7 +201,7 @@ def test_paper_trajectory_rates(bars):
 
 
 def test_fit_grid_equals_separate_fits():
-    corpus, _ = tj.datasets.make_bars(n_docs=40, doc_length=40, seed=5)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, doc_length=40, seed=5)
     regs = [(R.sparse_theta(), 0.0), (R.decorrelate(), 0.0)]
     grid = np.stack(np.meshgrid(np.linspace(0, 0.6, 5), [0.0, 5.0, 20.0, 60.0]), -1).reshape(-1, 2)
     base = ARTM(6, regularizers=regs, max_iter=8, progress=False, scores=(), random_state=0)
@@ -218,7 +218,7 @@ def test_fit_grid_equals_separate_fits():
 
 def test_classes_psi_and_prediction(tmp_path):
     """Theorem 3: Ψ learned from labels, p(c|d) = Σ_t ψ_ct θ_td (eq. 44) for new documents."""
-    corpus, _ = tj.datasets.make_bars(n_docs=150, doc_length=50, alpha=0.1, seed=7)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=150, doc_length=50, alpha=0.1, seed=7)
     dense = corpus.to_dense().reshape(-1, 5, 5)
     y = np.where(dense.sum(2).max(1) >= dense.sum(1).max(1), "horizontal", "vertical")
     train, test = corpus.subset(np.arange(100)), corpus.subset(np.arange(100, 150))
@@ -352,7 +352,7 @@ def test_table1_experiment_quick(tmp_path, load_experiment):
 
 def test_fit_many_seeds_and_numbers_of_topics_equal_separate_fits():
     """Random restarts and several numbers of topics (masked) in one compiled call."""
-    corpus, _ = tj.datasets.make_bars(n_docs=40, doc_length=40, seed=5)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, doc_length=40, seed=5)
     regs = [(R.smooth_phi(), 0.05), (R.sparse_theta(), 0.1)]
     seeds, tops = [0, 3, 3], [6, 4, 6]
     for remove in ("remove", "keep"):
@@ -374,7 +374,7 @@ def test_fit_many_seeds_and_numbers_of_topics_equal_separate_fits():
 
 
 def test_fit_many_bad_input():
-    corpus, _ = tj.datasets.make_bars(n_docs=20, doc_length=20, seed=1)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=20, doc_length=20, seed=1)
     base = ARTM(4, max_iter=2, progress=False, scores=())
     with pytest.raises(ValueError, match="at least one of"):
         base.fit_many(corpus)

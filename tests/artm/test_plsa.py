@@ -10,7 +10,7 @@ from topicjax import datasets, metrics
 
 @pytest.fixture(scope="module")
 def bars():
-    return datasets.make_bars(n_docs=300, seed=0)
+    return datasets.make_bars(n_docs=300, seed=0)[:2]  # (corpus, true Φ)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def bars(tmp_path_factory):
     """A 40-document bars corpus written as UCI, VW and lda-c (same content)."""
     folder = tmp_path_factory.mktemp("bars")
-    corpus, _ = datasets.make_bars(n_docs=40, seed=3)
+    corpus, _, _ = datasets.make_bars(n_docs=40, seed=3)
     write_uci(corpus, folder / "uci", "bars")
     write_vw(corpus, folder / "bars.vw")
     write_ldac(corpus, folder / "bars.ldac")

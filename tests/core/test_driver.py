@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from topicjax import datasets
-from topicjax.core import driver, em, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import driver, layout
 from topicjax.core.errors import NumericalError
 from topicjax.regularizers import as_regularizer
 
@@ -151,7 +152,7 @@ def test_host_hooks_and_blocks():
 
 @pytest.fixture(scope="module")
 def em_problem():
-    corpus, _ = datasets.make_bars(n_docs=60, doc_length=30, seed=2)
+    corpus, _, _ = datasets.make_bars(n_docs=60, doc_length=30, seed=2)
     data = layout.prepare(corpus)
     reg = as_regularizer(None)
     keys = jax.random.split(jax.random.key(0), 3)

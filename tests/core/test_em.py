@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus, datasets
-from topicjax.core import em, estep, kernels, layout, mstep
+from topicjax.artm import algorithm as em
+from topicjax.core import estep, kernels, layout, mstep
 from topicjax.evaluation import metrics
 
 T = 4
@@ -77,7 +78,7 @@ def test_log_likelihood_gradient_is_autodiff_of_the_plain_formula(tiny):
 
 
 def test_em_monotone_and_distributions(step):
-    corpus, _ = datasets.make_bars(n_docs=150, seed=2)
+    corpus, _, _ = datasets.make_bars(n_docs=150, seed=2)
     data = layout.prepare(corpus, chunk=1024)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
     lls = []
@@ -93,7 +94,7 @@ def test_em_monotone_and_distributions(step):
 
 
 def test_loglik_is_accurate_to_float64(step):
-    corpus, _ = datasets.make_bars(n_docs=400, seed=5)
+    corpus, _, _ = datasets.make_bars(n_docs=400, seed=5)
     data = layout.prepare(corpus, chunk=256)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
     state = step(state, data)
@@ -103,7 +104,7 @@ def test_loglik_is_accurate_to_float64(step):
 
 
 def test_same_seed_same_result(step):
-    corpus, _ = datasets.make_bars(n_docs=60, seed=1)
+    corpus, _, _ = datasets.make_bars(n_docs=60, seed=1)
     data = layout.prepare(corpus)
 
     def fit(seed):
@@ -152,7 +153,7 @@ def test_counts_likelihood_gives_back_the_counts():
 def test_infer_theta_recovers_training_theta_with_fixed_phi(step):
     from topicjax.regularizers import as_regularizer
 
-    corpus, _ = datasets.make_bars(n_docs=80, seed=3)
+    corpus, _, _ = datasets.make_bars(n_docs=80, seed=3)
     data = layout.prepare(corpus)
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10)
     for _ in range(40):
@@ -194,7 +195,7 @@ def test_a_non_finite_count_is_reported_not_removed(where, cfg, value):
     """A count that is not finite (here from a regularizer's gradient, its value finite) sets
     ``finite`` to False, whatever the step's path: the positive part alone would turn the column
     into zeros, an over-regularized topic or document, and the drivers would go on silently."""
-    corpus, _ = datasets.make_bars(n_docs=30, seed=0)
+    corpus, _, _ = datasets.make_bars(n_docs=30, seed=0)
     data = layout.prepare(corpus)
     segs = jnp.asarray(np.arange(corpus.n_words) % 2, jnp.int32)
     aux = em.EMAux(segments=segs, active=jnp.array([True, True])) if cfg.n_segments > 1 else None
@@ -225,7 +226,7 @@ def _empties(column: int, of: str, rows=None):
 def test_overregularized_topics_and_documents_are_flagged(cfg):
     """ARTM Notes 1-2 at the step: an emptied φ column, a θ row that no document uses any more
     and an emptied θ_d are flagged (and removed with ``cfg.remove``); nothing else is."""
-    corpus, _ = datasets.make_bars(n_docs=30, seed=0)
+    corpus, _, _ = datasets.make_bars(n_docs=30, seed=0)
     data = layout.prepare(corpus)
     T = 5
     state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T)
@@ -251,7 +252,7 @@ def test_overregularized_topic_of_one_modality(update_phi):
     """With modalities, a topic is dead when the block of its column of a counted modality is
     empty; an empty block of a modality that does not count leaves it alive (and with Φ fixed,
     Φ's blocks are never checked)."""
-    corpus, _ = datasets.make_bars(n_docs=30, seed=0)
+    corpus, _, _ = datasets.make_bars(n_docs=30, seed=0)
     data = layout.prepare(corpus)
     segs = np.arange(corpus.n_words) % 2
     cfg = em.EMConfig(remove=False, n_segments=2, update_phi=update_phi)
@@ -312,7 +313,7 @@ def test_donated_step_holds_no_copy_of_phi_and_theta(cfg):
 def test_reweight_docs_reads_the_pieces_documents():
     """Removing documents reweights the counts from ``piece_doc`` (the step then never holds
     ``doc``): the same products as from every slot's document id."""
-    corpus, _ = datasets.make_bars(n_docs=40, seed=1)
+    corpus, _, _ = datasets.make_bars(n_docs=40, seed=1)
     w = jnp.asarray(np.random.default_rng(0).random(corpus.n_docs), jnp.float32)
     for chunk in (8, 64, None):
         data = layout.prepare(corpus, chunk=chunk)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus
-from topicjax.core import em, estep, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import estep, layout
 
 T = 5
 

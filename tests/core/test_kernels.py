@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from topicjax import Corpus, datasets
-from topicjax.core import em, estep, kernels, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import estep, kernels, layout
 
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"E-step kernel not built ({kernels.load_error()})")
 
@@ -207,7 +208,7 @@ def test_bad_word_id_is_an_error():
 @pytest.fixture(scope="module")
 def kos_like():
     """A corpus large enough for every thread to get work (bars, 2000 documents)."""
-    corpus, _ = datasets.make_bars(n_docs=2000, seed=1)
+    corpus, _, _ = datasets.make_bars(n_docs=2000, seed=1)
     rng = np.random.default_rng(0)
     phi, theta = params(rng, corpus.n_words, corpus.n_docs, 12)
     return layout.prepare(corpus, chunk=1024), phi, theta
@@ -315,10 +316,11 @@ def test_missing_kernel_falls_back_with_one_warning():
                     raise ImportError("no compiled kernel (simulated)")
         sys.meta_path.insert(0, Block())
         import jax, numpy as np, topicjax as tj
-        from topicjax.core import em, estep, kernels, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import estep, kernels, layout
         assert not kernels.available() and kernels.get_threads() == 1
         assert "simulated" in str(kernels.load_error())
-        corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+        corpus, _, _ = tj.datasets.make_bars(n_docs=30, seed=0)
         data = layout.prepare(corpus)
         state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 4)
         with warnings.catch_warnings(record=True) as caught:
@@ -468,7 +470,7 @@ def test_batched_kernel_threads(kos_like):
 # ------------------------------------------------------------------------------ fits
 @needs_kernel
 def test_plsa_fit_equals_xla_fit():
-    corpus, _ = datasets.make_bars(n_docs=400, seed=3)
+    corpus, _, _ = datasets.make_bars(n_docs=400, seed=3)
     fit = lambda: tj_plsa().fit(corpus)  # noqa: E731
     got = fit()
     with kernels.backend("xla"):
@@ -491,7 +493,7 @@ def test_fit_many_vmapped_equals_separate_fits():
     the batch driver (tests/artm has those): of the batched kernel inside a whole fit."""
     import topicjax as tj
 
-    corpus, _ = datasets.make_bars(n_docs=200, seed=4)
+    corpus, _, _ = datasets.make_bars(n_docs=200, seed=4)
     grid = tj.ARTM(n_components=6, max_iter=12, random_state=0, progress=False).fit_many(corpus, seeds=[0, 1, 2], mode="vmap",
                                                                                        vmap_size=3)
     for i, seed in enumerate([0, 1, 2]):
@@ -539,8 +541,9 @@ def test_forked_child_gets_its_own_threads():
         warnings.simplefilter("ignore")
         import jax
         from topicjax import datasets
-        from topicjax.core import em, estep, kernels, layout
-        corpus, _ = datasets.make_bars(n_docs=2000, seed=0)
+        from topicjax.artm import algorithm as em
+        from topicjax.core import estep, kernels, layout
+        corpus, _, _ = datasets.make_bars(n_docs=2000, seed=0)
         data = layout.prepare(corpus, chunk=1024)
         kernels.set_threads(2)
         state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 5)

@@ -25,7 +25,7 @@ def seen_precision():
 
 
 def test_fits_trace_with_full_precision_and_leave_the_setting_alone(monkeypatch):
-    corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
     before = jax.config.jax_default_matmul_precision
     reg, seen = seen_precision()
     tj.ARTM(4, regularizers=[reg], max_iter=2, progress=False, scores=()).fit(corpus)
@@ -46,7 +46,7 @@ def test_ttmm_and_ptm_entry_points_use_full_precision(monkeypatch):
         seen.append(jax.config.jax_default_matmul_precision)
         return real_log(*a, **k)
 
-    corpus, _ = tj.datasets.make_bars(n_docs=30, seed=1)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=30, seed=1)
     model = tj.TTMM(3, n_themes=2, max_iter=2, progress=False).fit(corpus)
     monkeypatch.setattr(sweeps, "safe_log", lambda x: spy(jnp.maximum(x, sweeps.EPS)))
     jax.clear_caches()

@@ -36,7 +36,7 @@ def test_bars_topics_are_bars():
 
 
 def test_make_bars_is_seeded():
-    c, phi = datasets.make_bars(n_docs=30, doc_length=40, seed=3)
+    c, phi, _ = datasets.make_bars(n_docs=30, doc_length=40, seed=3)
     assert (c.n_docs, c.n_words) == (30, 25) and c.vocab[:6] == ("r0c0", "r0c1", "r0c2", "r0c3", "r0c4", "r1c0")
     assert c.doc_lengths.tolist() == [40] * 30
     assert np.array_equal(phi, datasets.bars_topics(5))
@@ -48,7 +48,7 @@ def test_sample_lda_corpus_draws_words_from_the_documents_topics():
     # With a tiny alpha each document uses one or two bars; every word it contains must lie on
     # a bar whose weight in the document is not negligible.
     phi = datasets.bars_topics(5)
-    c, theta = datasets.sample_lda_corpus(phi, 30, doc_length=50, alpha=1e-2, seed=0)
+    c, _, theta = datasets.sample_lda_corpus(phi, 30, doc_length=50, alpha=1e-2, seed=0)
     for d, row in enumerate(c.to_dense()):
         support = phi[:, theta[:, d] > 1e-6].sum(1) > 0
         assert support[row > 0].all()
@@ -57,7 +57,7 @@ def test_sample_lda_corpus_draws_words_from_the_documents_topics():
 
 def test_sample_lda_corpus_lengths_and_theta():
     phi = datasets.bars_topics(3)
-    c, theta = datasets.sample_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)
+    c, _, theta = datasets.sample_lda_corpus(phi, 25, doc_length=(5, 9), alpha=0.5, seed=1)
     assert theta.shape == (6, 25)
     np.testing.assert_allclose(theta.sum(0), 1.0)
     assert c.doc_lengths.min() >= 5 and c.doc_lengths.max() <= 9

@@ -12,7 +12,7 @@ from .common import est
 
 @pytest.fixture(scope="session")
 def small():
-    corpus, phi = make_bars(n_docs=30, size=3, doc_length=12, alpha=0.5, seed=3)
+    corpus, phi, _ = make_bars(n_docs=30, size=3, doc_length=12, alpha=0.5, seed=3)
     return corpus, phi
 
 
@@ -24,7 +24,7 @@ def fitted_lida(small):
 
 @pytest.fixture(scope="session")
 def bars():
-    return make_bars(n_docs=300, size=5, doc_length=60, alpha=0.5, seed=0)
+    return make_bars(n_docs=300, size=5, doc_length=60, alpha=0.5, seed=0)[:2]  # (corpus, true Φ)
 
 
 @pytest.fixture(scope="session")

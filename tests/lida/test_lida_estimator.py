@@ -86,7 +86,7 @@ def test_transform_of_an_empty_document(small, fitted_lida):
     np.testing.assert_allclose(out[1], no_evidence(fitted_lida.doc_freq_, corpus.n_docs, fitted_lida.hyper_["delta"],
                                                    fitted_lida.hyper_["sigma"], True), rtol=1e-12)
     np.testing.assert_array_equal(out[[0, 2, 3]], fitted_lida.transform(X[[0, 2, 3]]))
-    assert fitted_lida.transform(X, empty_docs="drop").shape == (3, fitted_lida.n_topics_)
+    assert fitted_lida.transform(X, empty_docs="drop").shape == (3, fitted_lida.phi_.shape[1])
 
 
 @pytest.mark.parametrize("variant", ["lda", "ftm"])

@@ -58,7 +58,7 @@ def test_slots_beyond_the_tokens_are_refused_at_once(variant, monkeypatch):
 def test_slots_up_to_the_tokens_fit():
     corpus = tj.Corpus.from_dense(np.array([[1, 2, 0], [0, 1, 3]]), vocab=["a", "b", "c"])  # 7 tokens
     model = LIDA(variant="ftm", n_components=7, max_iter=2, eval_every=0, progress=False).fit(corpus)
-    assert model.n_components_ >= 7 and model.phi_.shape == (3, model.n_topics_)
+    assert model.n_components_ >= 7 and model.phi_.shape[0] == 3 and 1 <= model.n_topics_ <= model.phi_.shape[1]
 
 
 @pytest.mark.parametrize("variant", ["lda", "sstm"])

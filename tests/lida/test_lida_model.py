@@ -29,11 +29,11 @@ def test_lda_recovers_planted_bars(bars, lda_bars):
 def test_perplexity_document_completion_and_summaries(bars, lda_bars):
     corpus, true_phi = bars
     model = lda_bars
-    test, _ = make_bars(n_docs=40, size=5, doc_length=60, alpha=0.5, seed=7)
+    test, _, _ = make_bars(n_docs=40, size=5, doc_length=60, alpha=0.5, seed=7)
     perp = model.perplexity(test)
     # planted model: 5 active pixels per bar, ~2 bars per document, so far below the 25 of uniform
     # oracle: the planted Φ and Θ of the test documents on the same held-out half
-    test_true, theta_true = sample_lda_corpus(true_phi, 40, doc_length=60, alpha=0.5, seed=7)
+    test_true, _, theta_true = sample_lda_corpus(true_phi, 40, doc_length=60, alpha=0.5, seed=7)
     obs, held = test_true.completion_split("tokens", seed=0)
     p = np.einsum("nk,kn->n", true_phi[held.word_ids], theta_true[:, held.doc_ids])
     oracle = np.exp(-np.sum(held.counts * np.log(p)) / held.n_tokens)
@@ -55,7 +55,7 @@ def test_growth_auto_and_error(small):
     ftm = est("ftm", **kw).fit(corpus)
     assert ftm.n_components_ > 16  # births found no free slot: K_max was grown (grow="auto")
     check_invariants(ftm.state_, ftm.tokens_, ftm.config_)
-    assert ftm.n_topics_ > 16 and ftm.phi_.shape == (corpus.n_words, ftm.n_topics_)
+    assert ftm.n_topics_ > 16 and ftm.phi_.shape[0] == corpus.n_words and ftm.n_topics_ <= ftm.phi_.shape[1]
     with pytest.raises(ValueError, match="sweep 0: .* no free slot among K_max=16"):
         est("ftm", grow="error", **kw).fit(corpus)
 
@@ -64,7 +64,7 @@ def test_lida_fit_evaluate_and_summaries(small, fitted_lida):
     corpus, _ = small
     lida = fitted_lida
     assert np.isfinite(lida.perplexity(corpus))
-    T = lida.n_topics_
+    T = lida.phi_.shape[1]  # the averaged topics; n_topics_ counts the live ones among them
     assert lida.phi_bar_.shape == (corpus.n_words, T) and lida.theta_bar_.shape == (T, corpus.n_docs)
     assert np.all(lida.phi_ > 0)  # Rao-Blackwellised (47): every word keeps a positive probability
     np.testing.assert_allclose(lida.phi_.sum(0), 1.0, rtol=1e-6)  # finite vocabulary

@@ -349,7 +349,7 @@ def test_gem_fit_with_kernels_equals_xla_fit():
     import topicjax as tj
     from topicjax.ptm import PTM
 
-    corpus, _ = tj.datasets.make_bars(n_docs=80, seed=1, doc_length=50)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=80, seed=1, doc_length=50)
     fits = {}
     for name in ("ffi", "xla"):
         with core_kernels.backend(name):

@@ -25,7 +25,7 @@ from topicjax import regularizers as R
 from topicjax.core.compiled import jit
 from topicjax.regularizers import _fresh
 
-CORPUS, _ = tj.datasets.make_bars(n_docs=24, seed=0)
+CORPUS, _, _ = tj.datasets.make_bars(n_docs=24, seed=0)
 OLD, NEW = 0.5, 5.0  # the coefficient before and after the change (Θ smoothing, eq. 23)
 
 # ---------------------------------------------------------------------------- counting compilations

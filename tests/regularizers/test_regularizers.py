@@ -14,7 +14,7 @@ import pytest
 from topicjax import Corpus
 from topicjax import regularizers as R
 from topicjax.artm import setup as S
-from topicjax.core import em
+from topicjax.artm import algorithm as em
 
 W, T, D, C = 15, 5, 10, 3
 BG = (4,)

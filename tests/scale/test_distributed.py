@@ -33,7 +33,7 @@ TOL = dict(rtol=1e-5, atol=1e-6)  # float32 sums in another order (module docstr
 
 
 def test_one_device_equals_the_artm_fit():
-    corpus, _ = datasets.make_bars(n_docs=40, seed=1)
+    corpus, _, _ = datasets.make_bars(n_docs=40, seed=1)
     m = distributed.fit(corpus, 6, max_iter=4, progress=False)
     ref = tj.ARTM(6, max_iter=4, progress=False).fit(corpus)
     np.testing.assert_allclose(m.phi_, ref.phi_, rtol=1e-6, atol=1e-7)
@@ -43,7 +43,7 @@ def test_one_device_equals_the_artm_fit():
 
 
 def test_bad_mesh_and_empty_corpus_are_rejected():
-    corpus, _ = datasets.make_bars(n_docs=10, seed=1)
+    corpus, _, _ = datasets.make_bars(n_docs=10, seed=1)
     mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))
     with pytest.raises(ValueError, match="single axis 'docs'"):
         distributed.shard(corpus, mesh)
@@ -69,7 +69,8 @@ def test_four_devices_give_the_single_device_model():
         assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
         # Θ split by documents: 70 documents in blocks of 18 columns, the last device's 16 and
         # 2 columns of padding; the jitted step keeps it so, and it is the one-device step's Θ.
-        from topicjax.core import em, layout
+        from topicjax.artm import algorithm as em
+        from topicjax.core import layout
         from topicjax.regularizers import as_regularizer
         sh = distributed.shard(corpus, shard_theta=True)
         reg0 = as_regularizer(None)
@@ -85,7 +86,7 @@ def test_four_devices_give_the_single_device_model():
                           diff=float(np.abs(theta[:, :70] - np.asarray(ref.theta)).max()))
         # What a device holds of the compiled step, Θ replicated and split (XLA's own accounting):
         # 4,000 documents at T = 64, Θ 1.0 MB, its split saves 3/4 of it in arguments and outputs.
-        big, _ = datasets.make_bars(n_docs=4000, seed=0)
+        big, _, _ = datasets.make_bars(n_docs=4000, seed=0)
         for split in (False, True):
             shb = distributed.shard(big, shard_theta=split)
             st = em.place(em.init(jax.random.key(0), big.n_words, 0, 64), shb)
@@ -134,7 +135,7 @@ def test_two_processes_with_jax_distributed(tmp_path):
     def reg(phi, theta):  # COMMON's
         return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
 
-    corpus, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
+    corpus, _, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
     ref = tj.ARTM(T, regularizers=[reg], max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
     assert a["theta"].shape == ref.theta_.shape
     np.testing.assert_allclose(a["phi"], ref.phi_, rtol=1e-5, atol=1e-6)

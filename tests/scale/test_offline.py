@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bars_store(tmp_path_factory):
-    corpus, _ = tj.datasets.make_bars(n_docs=250, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=250, seed=0)
     return store.write_store([corpus], tmp_path_factory.mktemp("store"), batch_size=60)  # 5 batches, last short
 
 

@@ -14,7 +14,8 @@ import pytest
 from child_env import measured_child_env
 
 from topicjax import Corpus, CorpusError, datasets
-from topicjax.core import em, layout
+from topicjax.artm import algorithm as em
+from topicjax.core import layout
 import topicjax as tj
 from topicjax.evaluation import metrics
 from topicjax.regularizers import Context, as_regularizer
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bars():
-    corpus, _ = datasets.make_bars(n_docs=230, doc_length=60, seed=4)
+    corpus, _, _ = datasets.make_bars(n_docs=230, doc_length=60, seed=4)
     return corpus
 
 

@@ -13,7 +13,7 @@ import topicjax as tj
 def bars_with_labels(n_docs: int = 80, seed: int = 0):
     """The bars corpus with a label per document: the index (mod 3) of the bar holding most of
     its tokens (three classes that the topics predict)."""
-    corpus, phi = tj.datasets.make_bars(n_docs=n_docs, seed=seed)
+    corpus, phi, _ = tj.datasets.make_bars(n_docs=n_docs, seed=seed)
     mass = corpus.to_dense().astype(np.float64) @ (phi > 0)  # tokens of each document on each bar
     labels = np.argmax(mass, axis=1) % 3
     return corpus.with_labels([str(v) for v in labels], label_names=["0", "1", "2"])

@@ -91,7 +91,7 @@ def test_float32_hypergradient_finite_where_sparsing_empties_documents():
     """Strong sparsing of short documents empties whole θ columns: every word of such a document
     has p = 0, clamped at EPS, where the derivative of n / p overflows in float32 (n / EPS²).
     The hypergradient must stay finite (before the E-step guarded it, it was NaN here)."""
-    corpus, _ = tj.datasets.make_bars(n_docs=100, doc_length=4, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=100, doc_length=4, seed=0)
     train, valid = corpus.train_test_split(20, seed=0)
     m = tj.ARTM(8, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.5)], max_iter=10, progress=False,
                 scores=())
@@ -141,7 +141,7 @@ def test_forward_many_equals_a_loop_of_fits(bars_split, objective):
     for u, v in zip(us, np.asarray(values)):
         assert float(v) == pytest.approx(float(forward(problem, objective, targets, u)[0]), rel=1e-5)
     # every document emptied by sparsing short documents: a collapsed fit, flagged
-    corpus, _ = tj.datasets.make_bars(n_docs=40, doc_length=4, seed=0)
+    corpus, _, _ = tj.datasets.make_bars(n_docs=40, doc_length=4, seed=0)
     short = tj.ARTM(8, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.5)], max_iter=10, progress=False,
                     scores=())
     problem = Problem.from_model(short, corpus)

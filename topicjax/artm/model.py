@@ -5,7 +5,7 @@ Theorem 2 (eq. 14-16): the regularizers are ONE :class:`~topicjax.regularizers.R
 (anything :func:`~topicjax.regularizers.as_regularizer` accepts: plain ``R(phi, theta)``
 functions, pool members, ``(R, tau)`` pairs), whose M-step terms ``φ ∂R/∂φ``, ``θ ∂R/∂θ`` come
 from ``jax.grad`` in :func:`topicjax.core.mstep.m_step`, through the one EM step of
-:mod:`topicjax.core.em` and the one driver of :mod:`topicjax.core.driver`:
+:mod:`topicjax.artm.algorithm` and the one driver of :mod:`topicjax.core.driver`:
 
 * coefficients are traced leaves of the regularizer: changing τ never recompiles; schedules
   ``tau(iteration)`` are compiled into the fit (or tabulated up front); a schedule of the score
@@ -27,7 +27,7 @@ from ``jax.grad`` in :func:`topicjax.core.mstep.m_step`, through the one EM step
 
 >>> import topicjax as tj
 >>> from topicjax import regularizers as R
->>> corpus, _ = tj.datasets.make_bars(n_docs=100, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=100, seed=0)
 >>> model = tj.ARTM(10, regularizers=[(R.sparse_theta(), 0.5), (R.decorrelate(), 10.0)], max_iter=20,
 ...                 progress=False).fit(corpus)
 >>> model.phi_.shape, model.theta_.shape, len(model.scores_)
@@ -45,12 +45,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.artm import setup as S
+from topicjax.artm import setup
 from topicjax.artm.partial import PartialFitMixin
-from topicjax.core import driver, em, estep, mstep
-from topicjax.core import validation as V
+from topicjax.artm import algorithm as em
+from topicjax.core import driver, estep, mstep
+from topicjax.core import validation
 from topicjax.core.errors import NumericalError
-from topicjax.core.random import as_key
+from topicjax.core.random import as_keys
 from topicjax.core.sharding import RangeCorpus, replicate
 from topicjax.estimator import (CustomRegularizerWarning, EmptyTopicsWarning, NoEvidenceWarning, TopicModelBase, host_array,
                                 int_sequence)
@@ -74,11 +75,14 @@ def check_scores(value, name="scores"):
     return value
 
 
-@functools.partial(jit, static_argnums=(3, 4, 5, 6, 7))
-def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg):
+@functools.partial(jit, static_argnums=(3, 4, 5, 6, 7, 8))
+def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg, first=False):
     """The initial states of one model per key (module level: compiled once per shape and
-    regularizer structure, not once per fit)."""
-    return jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))(keys)
+    regularizer structure, not once per fit); ``first``: the first model's state alone (a single
+    fit: drawn as one of a batch, so it is the state ``fit_many`` starts from, bit for bit, and
+    unstacked in the same program rather than by one compiled slice per array)."""
+    states = jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))(keys)
+    return jax.tree.map(lambda a: a[0], states) if first else states
 
 
 class ARTM(PartialFitMixin, TopicModelBase):
@@ -115,7 +119,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
     ``objective`` (log-likelihood), ``regularizer`` (Σ τ R), ``tau/<name>``,
     ``overregularized_topics``, ``overregularized_docs``, ``seconds`` and the scores),
     ``n_iter_``, ``topic_names_``, ``background_``, ``removed_topics_``, ``removed_docs_``,
-    ``classes_``, ``final_taus_``, ``vocab_``.
+    ``classes_``, ``final_taus_``, ``vocab_``, ``seed_``, ``online_state_`` and ``n_batch_iter_``
+    (the state and number of updates of an online fit, :meth:`partial_fit`; None and 0 after a
+    batch fit).  Every fit writes them in one place, :meth:`_set_fitted`.
 
     Save/load: pool regularizers and Step/Linear/Table schedules are rebuilt from their JSON
     specs; a model with a custom function is loaded with ``ARTM.load(path, regularizers=...)``.
@@ -143,20 +149,20 @@ class ARTM(PartialFitMixin, TopicModelBase):
                       "modality_names_", "row_weights_")
     _constraints = {
         "regularizers": check_regularizers,
-        "background_topics": V.either(V.integer(0), V.strings(allow_int=True)),
-        "topic_names": V.optional(V.strings(unique=True)),
+        "background_topics": validation.either(validation.integer(0), validation.strings(allow_int=True)),
+        "topic_names": validation.optional(validation.strings(unique=True)),
         "scores": check_scores,
-        "score_every": V.integer(1),
-        "modality_weights": V.mapping_of_numbers(0.0),
-        "label_weight": V.optional(V.number(0.0, low_open=True)),
-        "overregularized": V.one_of("remove", "keep"),
-        "doc_passes": V.optional(V.integer(1)),
-        "transform_iter": V.integer(1),
-        "chunk": V.optional(V.integer(1)),
+        "score_every": validation.integer(1),
+        "modality_weights": validation.mapping_of_numbers(0.0),
+        "label_weight": validation.optional(validation.number(0.0, low_open=True)),
+        "overregularized": validation.one_of("remove", "keep"),
+        "doc_passes": validation.optional(validation.integer(1)),
+        "transform_iter": validation.integer(1),
+        "chunk": validation.optional(validation.integer(1)),
         # ρ = (τ0 + t)^-κ <= 1 from the first update on (scikit-learn's LDA has the same ranges)
-        "learning_offset": V.number(1.0),
-        "learning_decay": V.number(0.0, 1.0),
-        "progress": V.boolean(),
+        "learning_offset": validation.number(1.0),
+        "learning_decay": validation.number(0.0, 1.0),
+        "progress": validation.boolean(),
     }
 
     def __init__(self, n_components=10, *, regularizers=None, max_iter=40, tol=0.0, random_state=0,
@@ -196,16 +202,16 @@ class ARTM(PartialFitMixin, TopicModelBase):
             raise ValueError(f"label_weight={lw!r} must be a positive number")
         return float(lw)
 
-    def _structure(self, X, y, n_components) -> S.Structure:
+    def _structure(self, X, y, n_components) -> setup.Structure:
         if isinstance(X, RangeCorpus):  # a corpus read by document ranges (a sharded fit of a batch store)
             if y is not None or self.label_weight is not None:
                 raise ValueError(f"{X.source}: labels (y, label_weight) need the corpus in memory; a corpus read by "
                                  "document ranges has none")
             self.vocab_, self.n_features_in_ = list(X.vocab), X.n_words
             X.check_topics(n_components)
-            names, background = S.topic_structure(n_components, self.background_topics, self.topic_names)
-            row_mod, mod_names, weights, classes = S.modality_structure(X, self.modality_weights)
-            return S.Structure(X, names, background, row_mod, mod_names, weights, classes)
+            names, background = setup.topic_structure(n_components, self.background_topics, self.topic_names)
+            row_mod, mod_names, weights, classes = setup.modality_structure(X, self.modality_weights)
+            return setup.Structure(X, names, background, row_mod, mod_names, weights, classes)
         corpus = self._train_corpus(X)
         corpus.check_topics(n_components)
         if y is not None:
@@ -215,15 +221,15 @@ class ARTM(PartialFitMixin, TopicModelBase):
         use_labels = y is not None or self.label_weight is not None
         if use_labels and corpus.labels is None:
             raise ValueError("label_weight is set but there are no labels: pass y to fit or a corpus with labels")
-        names, background = S.topic_structure(n_components, self.background_topics, self.topic_names)
+        names, background = setup.topic_structure(n_components, self.background_topics, self.topic_names)
         labels = corpus.labels if use_labels else None
-        row_mod, mod_names, weights, classes = S.modality_structure(
+        row_mod, mod_names, weights, classes = setup.modality_structure(
             corpus, self.modality_weights, corpus.label_names if use_labels else None,
             self._label_tau() if use_labels else 1.0)
-        freq = S.class_frequencies(labels, corpus.doc_lengths) if labels is not None else None
-        return S.Structure(corpus, names, background, row_mod, mod_names, weights, classes, freq, labels)
+        freq = setup.class_frequencies(labels, corpus.doc_lengths) if labels is not None else None
+        return setup.Structure(corpus, names, background, row_mod, mod_names, weights, classes, freq, labels)
 
-    def _config(self, st: S.Structure, *, update_phi=True, mask_topics=False) -> em.EMConfig:
+    def _config(self, st: setup.Structure, *, update_phi=True, mask_topics=False) -> em.EMConfig:
         return em.EMConfig(update_phi=update_phi, remove=self.overregularized == "remove", mask_topics=mask_topics,
                            n_segments=len(st.mod_names), doc_passes=int(self.doc_passes or 0))
 
@@ -234,7 +240,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         host = [t for t in trackers if getattr(t, "device", None) is None and not hasattr(t, "from_record")]
         return device, on_record, host
 
-    def _refuse_sizes(self, st: S.Structure, n_components: int, mesh=None, models: int = 1,
+    def _refuse_sizes(self, st: setup.Structure, n_components: int, mesh=None, models: int = 1,
                       name: str = "n_components") -> None:
         """Refuse a number of topics whose arrays cannot fit, before any is allocated
         (:func:`topicjax.core.validation.refuse_size`).  Counted: Φ (rows x T) and Θ (T x D) in
@@ -256,7 +262,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
                 theta_share = -(-docs // n_dev)
         per_topic = 4 * (phi_copies * rows + theta_share) * (models + 1)  # the states and one step's counts
         fits = f"{models} {type(self).__name__} fits hold" if models > 1 else f"one {type(self).__name__} fit holds"
-        V.refuse_size(name, int(n_components), per_topic,
+        validation.refuse_size(name, int(n_components), per_topic,
                       what=(f"with {n_components:,} topics on {rows:,} word rows and {docs:,} documents, {fits} Φ "
                             "(W x T) and Θ (T x D) in float32 and the EM step's expected counts of both"))
 
@@ -269,12 +275,12 @@ class ARTM(PartialFitMixin, TopicModelBase):
         if isinstance(st.corpus, RangeCorpus):
             st, data, n_weighted = self._range_data(st, mesh)
         else:
-            src, n_weighted = S.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
-            data = S.device_data(src, self.chunk, mesh=mesh)
-        reg = reg.bind(S.context(st, n_components, "fit")).resolve(int(self.max_iter)).cast(jnp.float32)
-        return st, data, n_weighted, reg, S.aux_arrays(st, n_components)
+            src, n_weighted = setup.weighted_entries(st.corpus, st.weights, st.row_mod, st.labels)
+            data = setup.device_data(src, self.chunk, mesh=mesh)
+        reg = reg.bind(setup.context(st, n_components, "fit")).resolve(int(self.max_iter)).cast(jnp.float32)
+        return st, data, n_weighted, reg, setup.aux_arrays(st, n_components)
 
-    def _range_data(self, st: S.Structure, mesh):
+    def _range_data(self, st: setup.Structure, mesh):
         """``(structure, data, n_weighted)`` of a :class:`~topicjax.core.sharding.RangeCorpus`: every
         process reads and lays out its own devices' documents only (:func:`~topicjax.core.sharding.shard`),
         and the totals the regularizers and scores use (``doc_lengths``, ``word_counts``) are the
@@ -285,9 +291,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
         if np.any(st.weights != 1.0):
             raise ValueError(f"modality_weights={self.modality_weights!r}: a corpus read by document ranges is "
                              "fitted with its counts as they are (weight 1)")
-        data = S.device_data(st.corpus, self.chunk, mesh=mesh)
+        data = setup.device_data(st.corpus, self.chunk, mesh=mesh)
         corpus = st.corpus.with_totals(*data.totals(st.corpus.n_docs, st.corpus.n_words))
-        return S.Structure(**{**vars(st), "corpus": corpus}), data, float(corpus.n_tokens)
+        return setup.Structure(**{**vars(st), "corpus": corpus}), data, float(corpus.n_tokens)
 
     def _init_states(self, st, reg, aux, seeds, tops, T_max, n_docs=None):
         """Initial states of models with ``seeds[g]`` and ``tops[g]`` topics, stacked and padded to
@@ -298,8 +304,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         parts, order = [], []
         for T in sorted(set(tops)):
             idx = [g for g, t in enumerate(tops) if t == T]
-            keys = jnp.stack([as_key(seeds[g], "seeds") for g in idx])
-            parts.append(_init_batch(keys, reg, aux, W, D, T, T_max, n_seg))
+            parts.append(_init_batch(as_keys([seeds[g] for g in idx], "seeds"), reg, aux, W, D, T, T_max, n_seg))
             order += idx
         states = parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
         if len(parts) > 1:
@@ -307,16 +312,22 @@ class ARTM(PartialFitMixin, TopicModelBase):
             states = jax.tree.map(lambda a: a[inv], states)
         return states
 
-    def fit_problem(self, X, y=None) -> S.FitProblem:
+    def _init_state(self, st, reg, aux, seed, T, n_docs=None):
+        """The initial state of a single fit with ``seed`` and ``T`` topics: the state
+        :meth:`_init_states` gives the same seed in a batch (one compiled program, no slicing)."""
+        D = st.corpus.n_docs if n_docs is None else int(n_docs)
+        return _init_batch(as_keys([seed], "random_state"), reg, aux, st.n_rows, D, T, T, len(st.mod_names), True)
+
+    def fit_problem(self, X, y=None) -> setup.FitProblem:
         """Everything :meth:`fit` computes before its first iteration, for code that runs its own
-        iterations of :func:`topicjax.core.em.step` (``state`` is the initial
-        :class:`~topicjax.core.em.EMState`, ``cfg`` the step's config; the regularizer is bound,
+        iterations of :func:`topicjax.artm.algorithm.step` (``state`` is the initial
+        :class:`~topicjax.artm.algorithm.EMState`, ``cfg`` the step's config; the regularizer is bound,
         resolved for ``max_iter`` iterations and checked on the initial model)."""
         T = int(self.n_components)
         st, data, n_weighted, reg, aux = self._prepare(X, y, T)
-        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed()], [T], T))
+        state = self._init_state(st, reg, aux, self._seed(), T)
         reg.check(state.phi, state.theta)
-        return S.FitProblem(st, data, n_weighted, reg, aux, state, self._config(st))
+        return setup.FitProblem(st, data, n_weighted, reg, aux, state, self._config(st))
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, mesh=None, checkpoint=None, checkpoint_every=10):
@@ -336,8 +347,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
                                      devices=None if mesh is None else int(mesh.devices.size))
         # On a mesh Θ is started on the devices, split by documents (em.place), the rest replicated
-        state = jax.tree.map(lambda a: a[0], self._init_states(st, reg, aux, [self._seed(ckpt)], [T], T,
-                                                               n_docs=None if mesh is None else 0))
+        state = self._init_state(st, reg, aux, self._seed(ckpt), T, n_docs=None if mesh is None else 0)
         if mesh is not None:
             reg, state = replicate(mesh, reg), em.place(state, data)
         reg.check(state.phi, em.doc_columns(state.theta, data))
@@ -367,10 +377,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
         # donate: the iterations write into the initial state's buffers (one copy of Φ and Θ less
         # at the peak); it is this fit's own (no array of it is in reg: the vmapped init copies)
         state, records = driver.run(em.ARTM_EM, static, state, (data, reg, aux), max_iter=int(self.max_iter),
-                                    tol=float(self.tol), progress=self.progress, desc=type(self).__name__,
+                                    tol=float(self.tol), desc=type(self).__name__,
+                                    progress=self.progress and jax.process_index() == 0,  # one bar per run
                                     before=before, after=after, after_every=int(self.score_every), explain=explain,
                                     checkpoint=run_ckpt, donate=True)
-        self._store(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
+        self._fitted_from_em(st, state, self._records(records, st, reg.names, taus, on_record, n_weighted))
         self._warn_empty_topics(self.history_)
         return self
 
@@ -490,6 +501,14 @@ class ARTM(PartialFitMixin, TopicModelBase):
         names = getattr(self, "topic_names_", None) or [f"topic_{j}" for j in range(empty.size)]
         return [names[j] for j in np.flatnonzero(empty)]
 
+    @property
+    def background_topics_(self) -> list[str]:
+        """Names of the background topics (``background_topics``; their indices are
+        ``background_``), which :meth:`print_topics` marks."""
+        self._check_fitted()
+        names = getattr(self, "topic_names_", None) or [f"topic_{j}" for j in range(np.shape(self.phi_)[1])]
+        return [names[b] for b in getattr(self, "background_", ())]
+
     def _warn_empty_topics(self, records, before=(), where: str | None = None, stacklevel: int = 4) -> None:
         """An :class:`~topicjax.estimator.EmptyTopicsWarning` naming the topics that ended the fit
         empty (:attr:`empty_topics_`, those not in ``before``), the iteration each was first found
@@ -517,35 +536,59 @@ class ARTM(PartialFitMixin, TopicModelBase):
             "the coefficients, switch the regularizers on later with a schedule, or fit fewer topics",
             EmptyTopicsWarning, stacklevel=stacklevel)
 
-    def _store(self, st: S.Structure, state, records):
-        W, D = st.corpus.n_words, st.corpus.n_docs
-        phi_full = host_array(state.phi)
-        self.phi_ = phi_full[:W]
-        self.psi_ = phi_full[W:] if st.classes else None
-        self.theta_ = host_array(state.theta)[:, :D]  # without the padding of a Θ sharded by documents
-        self.scores_ = records
-        self.history_ = records
-        self.n_iter_ = len(records)
+    def _set_fitted(self, st: setup.Structure, *, phi, psi, theta, topic_alive, doc_alive, history: list,
+                    final_taus: list, reg: Regularizer, params, online_state=None, n_batch_iter: int = 0) -> None:
+        """Every fitted attribute, the one place they are written: by :meth:`fit` (on one device or a
+        mesh, so :func:`topicjax.scale.distributed.fit`), each model of :meth:`fit_many` and
+        :func:`topicjax.scale.offline.fit_store` through :meth:`_fitted_from_em`, and by
+        ``partial_fit`` and :func:`topicjax.scale.online.fit_online` through ``_take_online_state``.
+
+        ``st``: the model's structure (topic names, background, modalities, classes); ``phi`` (W x
+        T), ``psi`` (C x T or None), ``theta`` (T x D, None after an online fit), ``topic_alive``
+        (T,) and ``doc_alive`` (D,) or None, as numpy; ``history``: the records (``scores_`` is the
+        same list); ``final_taus``: the coefficients at the end; ``reg`` and ``params``: the
+        regularizer and its terms' parameters, whose learned ones (``update``) are kept.  An online
+        fit gives its ``online_state`` (what ``partial_fit`` continues from) and ``n_batch_iter``
+        (the updates applied); a batch fit has none and 0."""
+        self.phi_ = phi
+        self.psi_ = psi
+        self.theta_ = theta
+        self.scores_ = history
+        self.history_ = history
+        self.n_iter_ = len(history)
         self.topic_names_ = list(st.names)
         self.background_ = [int(b) for b in st.background]
-        self.topic_alive_ = host_array(state.topic_alive)
-        self.doc_alive_ = host_array(state.doc_alive)[:D]
-        self.removed_topics_ = [st.names[j] for j in np.flatnonzero(self.topic_alive_ == 0)]
-        self.removed_docs_ = [int(d) for d in np.flatnonzero(self.doc_alive_ == 0)]
+        self.topic_alive_ = topic_alive
+        self.doc_alive_ = doc_alive
+        self.removed_topics_ = [st.names[j] for j in np.flatnonzero(topic_alive == 0)]
+        self.removed_docs_ = [] if doc_alive is None else [int(d) for d in np.flatnonzero(doc_alive == 0)]
         self.classes_ = list(st.classes)
-        reg_names = [k[4:] for k in (records[-1] if records else {}) if k.startswith("tau/")]
-        self.final_taus_ = [float(records[-1][f"tau/{n}"]) for n in reg_names] if records else []
+        self.final_taus_ = list(final_taus)
         self.modality_names_ = list(st.mod_names)
         self.row_modality_ = np.asarray(st.row_mod)
         self.row_weights_ = [float(w) for w in st.weights]
         self._class_freq = st.class_freq
-        reg = self.regularizer()
         self.regularizer_names_ = list(reg.names)
-        self.learned_params_ = [
-            {k: host_array(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
-            for t, p in zip(reg.terms, state.params)
-        ]
+        self.learned_params_ = [{k: host_array(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
+                                for t, p in zip(reg.terms, params)]
+        self.online_state_ = online_state
+        self._online_phi = phi if online_state is not None else None  # partial_fit continues while phi_ is this
+        self.n_batch_iter_ = int(n_batch_iter)
         self._set_components()
+
+    def _fitted_from_em(self, st: setup.Structure, state, records: list) -> None:
+        """:meth:`_set_fitted` from the final :class:`~topicjax.artm.algorithm.EMState` of a batch
+        fit and its history ``records`` (ARTM's schema: the final coefficients are their last
+        ``tau/<name>``)."""
+        W, D = st.corpus.n_words, st.corpus.n_docs
+        phi_full = host_array(state.phi)
+        reg_names = [k[4:] for k in (records[-1] if records else {}) if k.startswith("tau/")]
+        self._set_fitted(st, phi=phi_full[:W], psi=phi_full[W:] if st.classes else None,
+                         theta=host_array(state.theta)[:, :D],  # without the padding of a Θ sharded by documents
+                         topic_alive=host_array(state.topic_alive), doc_alive=host_array(state.doc_alive)[:D],
+                         history=records,
+                         final_taus=[float(records[-1][f"tau/{n}"]) for n in reg_names] if records else [],
+                         reg=self.regularizer(), params=state.params)
 
     # ------------------------------------------------------------------ many models
     def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
@@ -569,7 +612,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
         host scores after the last iteration.
 
         >>> import topicjax as tj
-        >>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+        >>> corpus, _, _ = tj.datasets.make_bars(n_docs=30, seed=0)
         >>> base = tj.ARTM(5, max_iter=5, progress=False, scores=())
         >>> [m.phi_.shape[1] for m in base.fit_many(corpus, seeds=[0, 1, 2], n_topics=[4, 5, 6])]
         [4, 5, 6]
@@ -606,33 +649,32 @@ class ARTM(PartialFitMixin, TopicModelBase):
         finals, recs, n_done, status = driver.run_many(
             em.ARTM_EM, static, states, (data, reg_b, aux), batched=(False, True, False), max_iter=n_iter,
             tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
-        finals, recs = jax.tree.map(host_array, finals), jax.tree.map(host_array, recs)
-        n_done, status = np.asarray(n_done), np.asarray(status)
-        models = []
-        for g in range(G):
-            if status[g] >= driver.NONFINITE:
-                raise self._numerical_error_many(g, seeds, tops, int(n_done[g]), status[g])
-            m = self._clone_with(random_state=seeds[g], n_components=tops[g])
+
+        def clone(g):
+            m = self._clone_with_input(random_state=seeds[g], n_components=tops[g])
             if taus is not None:
                 own = self.regularizer()
                 m.regularizers = own.with_coefs([c if np.isnan(v) else float(v) for c, v in zip(own.coefs, grid_rows[g])])
-            state = jax.tree.map(lambda a: a[g], finals)
+            return m
+
+        def error(g, n, status):
+            return self._numerical_error_many(g, seeds, tops, n, status)
+
+        models = []
+        batch = self._batch_models(jax.tree.map(host_array, finals), recs, n_done, status, seeds=seeds, clone=clone,
+                                   error=error)
+        for g, (m, state, rows) in enumerate(batch):
             Tg = tops[g]
             sg = st
             if Tg != T_max:
                 state = state._replace(phi=state.phi[:, :Tg], theta=state.theta[:Tg], topic_alive=state.topic_alive[:Tg])
-                sg = S.Structure(**{**vars(st), "names": st.names[:Tg]})
-            rows = [{"iteration": i + 1, **{k: v[g, i] for k, v in driver.flatten_records(recs).items()}}
-                    for i in range(int(n_done[g]))]
+                sg = setup.Structure(**{**vars(st), "names": st.names[:Tg]})
             for r in rows:
                 r["dead_topics"] = r["dead_topics"][:Tg]
-                r["seconds"] = 0.0
-            records = m._records([{k: (np.asarray(v).item() if np.ndim(v) == 0 else v) for k, v in r.items()} for r in rows],
-                                 sg, reg.names, tables[g].T, on_record, n_weighted)
-            m.vocab_, m.n_features_in_ = self.vocab_, self.n_features_in_
+            records = m._records(rows, sg, reg.names, tables[g].T, on_record, n_weighted)
             if records and host:
                 records[-1].update(m._host_scores(host, sg, state, len(records), n_weighted))
-            m._store(sg, state, records)
+            m._fitted_from_em(sg, state, records)
             m._warn_empty_topics(records, where=f"{type(self).__name__}.fit_many, model {g} (seed {seeds[g]}, "
                                                 f"{Tg} topics)")
             models.append(m)
@@ -687,20 +729,21 @@ class ARTM(PartialFitMixin, TopicModelBase):
         reg_all = self.regularizer()
         if len(reg_all.terms) != len(getattr(self, "regularizer_names_", [])):
             raise ValueError("the regularizers differ from those the model was fitted with")
-        st = S.Structure(corpus, tuple(self.topic_names_), tuple(self.background_), np.asarray(self.row_modality_, np.int32),
-                         tuple(self.modality_names_), np.asarray(self.row_weights_, np.float64), tuple(self.classes_),
-                         getattr(self, "_class_freq", None))
+        st = setup.Structure(corpus, tuple(self.topic_names_), tuple(self.background_),
+                             np.asarray(self.row_modality_, np.int32), tuple(self.modality_names_),
+                             np.asarray(self.row_weights_, np.float64), tuple(self.classes_),
+                             getattr(self, "_class_freq", None))
         T = int(self.n_components)
         learned = getattr(self, "learned_params_", None) or [{} for _ in reg_all.terms]
         terms = []
         for t, fitted, tau in zip(reg_all.terms, learned, self.final_taus_):
-            ctx = S.context(st, T, "transform", fitted=fitted, corpus=corpus)
+            ctx = setup.context(st, T, "transform", fitted=fitted, corpus=corpus)
             b = t.bind(ctx)
             if b is not None:
                 terms.append(Regularizer([b]).with_coefs([tau]).terms[0])
         reg = Regularizer(terms).cast(jnp.float32)
-        src, _ = S.weighted_entries(corpus, st.weights, st.row_mod[: corpus.n_words])
-        data = S.device_data(src, self.chunk)
+        src, _ = setup.weighted_entries(corpus, st.weights, st.row_mod[: corpus.n_words])
+        data = setup.device_data(src, self.chunk)
         alive = jnp.asarray(self.topic_alive_, jnp.float32)
         phi = jnp.asarray(np.vstack([self.phi_] + ([self.psi_] if self.psi_ is not None else [])), jnp.float32)
         theta0 = jnp.broadcast_to((alive / alive.sum())[:, None], (T, corpus.n_docs))
@@ -715,7 +758,7 @@ class ARTM(PartialFitMixin, TopicModelBase):
                 continue
             kept.append(t)
         reg = Regularizer(kept)
-        aux = S.aux_arrays(st, T)
+        aux = setup.aux_arrays(st, T)
         cfg = self._config(st, update_phi=False)._replace(doc_passes=0)
         theta = host_array(em.infer_theta(phi, data, corpus.n_docs, reg, n_iter=int(self.transform_iter),
                                           topic_alive=alive, aux=aux, cfg=cfg))
@@ -727,8 +770,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
             # Note 2, an over-regularized document); a zero column is no distribution, and the
             # model's own word for them is Θ of eq. 16 without those terms
             sub = corpus.subset(bare)
-            src_b, _ = S.weighted_entries(sub, st.weights, st.row_mod[: sub.n_words])
-            plain = host_array(em.infer_theta(phi, S.device_data(src_b, self.chunk), sub.n_docs, Regularizer([]),
+            src_b, _ = setup.weighted_entries(sub, st.weights, st.row_mod[: sub.n_words])
+            plain = host_array(em.infer_theta(phi, setup.device_data(src_b, self.chunk), sub.n_docs, Regularizer([]),
                                               n_iter=int(self.transform_iter), topic_alive=alive, aux=aux, cfg=cfg))
             theta = theta.copy()
             theta[:, bare] = plain

@@ -1,7 +1,7 @@
 """``partial_fit`` for ARTM and PLSA: one step of the online algorithm per call.
 
 Each call is one batch of BigARTM's online algorithm (ARTM sec. 4), the step
-:func:`topicjax.core.online.batch_step` of :func:`topicjax.scale.online.fit_online`, with its
+:func:`topicjax.artm.online.batch_step` of :func:`topicjax.scale.online.fit_online`, with its
 state kept on the estimator (``online_state_``):
 
 1. Θ of the batch's documents starts from uniform and takes ``doc_passes`` iterations of
@@ -26,12 +26,13 @@ After a call: ``phi_``, ``components_``, ``history_`` (one record per call: ``it
 everything :meth:`transform` needs.  ``theta_`` is None: the documents of a stream are not kept
 (use :meth:`transform`).
 
-The fitted state of an online fit is built in one place, :meth:`PartialFitMixin._take_online_state`:
-by ``partial_fit`` on the estimator itself, and by :meth:`PartialFitMixin._from_online_state` (a new
+The fitted state of an online fit is built in one place, :meth:`PartialFitMixin._take_online_state`
+(which writes it through ARTM's one ``_set_fitted``, the writer of every fit's attributes): by
+``partial_fit`` on the estimator itself, and by :meth:`PartialFitMixin._from_online_state` (a new
 fitted ARTM) for :func:`topicjax.scale.online.fit_online` and the command line's ``fit-online``.
 
 >>> import topicjax as tj
->>> corpus, _ = tj.datasets.make_bars(n_docs=200, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=200, seed=0)
 >>> model = tj.PLSA(10, progress=False)
 >>> for first in range(0, 200, 50):
 ...     model = model.partial_fit(corpus.subset(range(first, first + 50)))
@@ -46,13 +47,13 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.artm import setup as S
+from topicjax.artm import setup
 from topicjax.core import layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.core.validation import refuse_online_topics
 from topicjax.regularizers import Context
-from topicjax.core import online
+from topicjax.artm import online
 from topicjax.core.compiled import jit
 
 __all__ = ["PartialFitMixin", "DEFAULT_DOC_PASSES"]
@@ -108,7 +109,7 @@ class PartialFitMixin:
                              f"{list(corpus.modality_names)} (use fit, or select_modality)")
         T, W = int(self.n_components), corpus.n_words
         corpus.check_topics(T)
-        names, background = S.topic_structure(T, self.background_topics, self.topic_names)
+        names, background = setup.topic_structure(T, self.background_topics, self.topic_names)
         reg = self.regularizer()
         for t in reg.terms:
             if t.per_document:
@@ -122,14 +123,14 @@ class PartialFitMixin:
         if reg.on_host:
             raise ValueError("partial_fit does not support schedules of the score history")
         if fitted and self._online_continues():
-            state = self.online_state_
+            state, earlier = self.online_state_, list(self.history_)
         else:
             if fitted:  # a model fitted by fit() or loaded: start from its Φ as positive pseudo-counts
                 state = online.online_init(None, W, T, reg=reg, phi=self.phi_)
             else:
                 state = online.online_init(as_key(self._seed()), W, T, reg=reg)
             reg.check(state.phi, jnp.full((T, n_docs), 1.0 / T, state.phi.dtype), state.params)
-            self.history_ = []
+            earlier = []  # a new online fit: its history starts here (written with the rest, if the update succeeds)
         t0 = time.perf_counter()
         new = _step(state, data, reg, jnp.asarray(True), static, n_docs)
         phi = np.asarray(new.phi)
@@ -149,55 +150,36 @@ class PartialFitMixin:
                                  "smaller learning_offset or coefficient keeps topics); the model is unchanged",
                                  iteration=it, reason="collapse", state=state)
         before = self.empty_topics_ if fitted else []
-        self._take_online_state(new, reg, names, background, list(getattr(self, "history_", [])) + [{
+        self._take_online_state(new, reg, names, background, earlier + [{
             "iteration": it, "objective": loglik, "perplexity": float(np.exp(-loglik / corpus.n_tokens)),
             "rho": rho, "seconds": time.perf_counter() - t0}])
         self._warn_empty_topics([], before, where=f"{type(self).__name__}.partial_fit (update {it})")
         return self
 
     @classmethod
-    def _from_online_state(cls, state: online.OnlineState, reg, *, vocab, history: list, **params):
+    def _from_online_state(cls, state: online.OnlineState, reg, *, vocab, history: list, seed=None, **params):
         """A fitted estimator holding the result of an online fit: ``state`` (its Φ, counts and
         update count), ``reg`` (the regularizer it ran with, bound and resolved), the vocabulary
-        of its corpus and its ``history``; ``params`` are the constructor's (``n_components`` is
-        Φ's width).  It transforms, saves, reopens and continues with ``partial_fit`` like a model
-        fitted batch by batch."""
+        of its corpus, its ``history`` and ``seed`` (``seed_``: the seed of its initial Φ, None when
+        not known); ``params`` are the constructor's (``n_components`` is Φ's width).  It
+        transforms, saves, reopens and continues with ``partial_fit`` like a model fitted batch by
+        batch."""
         model = cls(int(state.phi.shape[1]), **params)
+        model.seed_ = seed
         model.vocab_ = list(vocab)
         model.n_features_in_ = len(model.vocab_)
-        names, background = S.topic_structure(int(state.phi.shape[1]), model.background_topics, model.topic_names)
+        names, background = setup.topic_structure(int(state.phi.shape[1]), model.background_topics, model.topic_names)
         model._take_online_state(state, reg, names, background, history)
         return model
 
     def _take_online_state(self, state: online.OnlineState, reg, names, background, history: list) -> None:
-        """Every fitted attribute of an online fit (those ``transform``, ``save``, the views and
-        ``partial_fit`` need), from its state: the one place they are set."""
+        """The fitted attributes of an online fit from its state, written by the estimator's one
+        ``_set_fitted``: no Θ (``theta_``, ``doc_alive_`` None), one modality, no classes, the
+        coefficients of update ``state.updates``, the state kept to continue from."""
         phi = np.asarray(state.phi)
-        W = phi.shape[0]
-        self.online_state_ = state
-        self.phi_ = phi
-        self._online_phi = phi
-        self.theta_ = None
-        self.psi_ = None
-        alive = (phi.sum(0) > 0).astype(np.float32)
-        self.topic_alive_ = alive
-        self.doc_alive_ = None
-        self.topic_names_ = list(names)
-        self.background_ = [int(b) for b in background]
-        self.removed_topics_ = [names[j] for j in np.flatnonzero(alive == 0)]
-        self.removed_docs_ = []
-        self.classes_ = []
+        st = setup.Structure(None, tuple(names), tuple(background), np.zeros(phi.shape[0], np.int32), ("words",),
+                         np.ones(1))
         it = int(state.updates)
-        self.final_taus_ = [float(t.coef(it)) for t in reg.terms]
-        self.modality_names_ = ["words"]
-        self.row_modality_ = np.zeros(W, np.int32)
-        self.row_weights_ = [1.0]
-        self._class_freq = None
-        self.regularizer_names_ = list(reg.names)
-        self.learned_params_ = [{k: np.asarray(p[k]) for k in t.learned if isinstance(p, dict) and k in p}
-                                for t, p in zip(reg.terms, state.params)]
-        self.history_ = list(history)
-        self.scores_ = self.history_
-        self.n_iter_ = len(self.history_)
-        self.n_batch_iter_ = it
-        self._set_components()
+        self._set_fitted(st, phi=phi, psi=None, theta=None, topic_alive=(phi.sum(0) > 0).astype(np.float32),
+                         doc_alive=None, history=list(history), final_taus=[float(t.coef(it)) for t in reg.terms],
+                         reg=reg, params=state.params, online_state=state, n_batch_iter=it)

@@ -1,7 +1,7 @@
 """PLSA (Hofmann 1999; ARTM eq. 4-8): ARTM without regularizers (ARTM Note 3), one code path.
 
 >>> import topicjax as tj
->>> corpus, _ = tj.datasets.make_bars(n_docs=200, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=200, seed=0)
 >>> model = tj.PLSA(n_components=10, max_iter=30, random_state=0, progress=False).fit(corpus)
 >>> model.phi_.shape, model.theta_.shape
 ((25, 10), (10, 200))

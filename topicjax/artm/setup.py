@@ -3,7 +3,7 @@ topic names and background topics, modalities and their weights, classes (ARTM T
 weighted token counts moved to the device, and the regularizer bound to all of that.
 
 Everything here runs once per fit (or per ``transform``); the iterations themselves are the
-compiled step of :mod:`topicjax.core.em`.
+compiled step of :mod:`topicjax.artm.algorithm`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.artm.algorithm import EMAux
 from topicjax.core import layout, sharding
-from topicjax.core.em import EMAux
 from topicjax.regularizers import LABELS_MODALITY, Context
 from topicjax.regularizers.resolve import topic_index
 from topicjax.regularizers.schedules import is_number
@@ -48,7 +49,7 @@ class Structure:
 class FitProblem(NamedTuple):
     """What :meth:`ARTM.fit <topicjax.artm.ARTM.fit>` computes before its first iteration
     (:meth:`ARTM.fit_problem`): code that runs its own iterations of
-    :func:`topicjax.core.em.step` (the tuner of :mod:`topicjax.tune`) starts from it and gets
+    :func:`topicjax.artm.algorithm.step` (the tuner of :mod:`topicjax.tune`) starts from it and gets
     the fit of the estimator."""
 
     structure: Structure
@@ -184,6 +185,7 @@ def context(st: Structure, n_topics: int, phase: str, fitted=None, corpus=None) 
 def aux_arrays(st: Structure, n_topics: int) -> EMAux:
     bg = np.zeros(int(n_topics), bool)
     bg[list(st.background)] = True
+    put = jax.device_put  # transfers; jnp.asarray of a host array compiles a program per shape
     if len(st.mod_names) > 1:
-        return EMAux(jnp.asarray(st.row_mod, jnp.int32), jnp.asarray(st.weights > 0), jnp.asarray(bg))
-    return EMAux(None, None, jnp.asarray(bg))
+        return EMAux(put(np.asarray(st.row_mod, np.int32)), put(np.asarray(st.weights > 0)), put(bg))
+    return EMAux(None, None, put(bg))

@@ -25,6 +25,15 @@ Commands
     A batch store (UCI and VW streamed) and the online ARTM over it
     (:mod:`topicjax.scale.online`), saved as an ARTM that the commands above reopen.
 
+``topicjax datasets``
+    The shared corpora of :mod:`topicjax.data.datasets`; any corpus argument may be
+    ``dataset:NAME[:SUBSET]`` (kos, 20newsgroups, bbc), and a 20 Newsgroups bydate folder is read
+    as a corpus.
+
+``topicjax --help`` and every command's ``--help`` answer without importing JAX. Topic lists mark
+background, empty and near-empty topics. ``--quiet`` (every command) turns the progress bars
+off, as does a stderr that is not a terminal.
+
 Corpus options of every command that reads one: ``--format auto|uci|vw|ldac|texts|tsv`` (a
 table such as OCTIS's ``corpus.tsv`` only when asked), ``--encoding`` (every format),
 ``--empty-docs error|drop``, ``--labels auto|yes|no`` (text folders, tables), ``--vocab``,

@@ -1,4 +1,9 @@
-"""The parser of the ``topicjax`` command and its one error handler (see :mod:`topicjax.cli`)."""
+"""The parser of the ``topicjax`` command and its one error handler (see :mod:`topicjax.cli`).
+
+The parser is built from plain data (the options of :mod:`topicjax.cli.families` and
+:mod:`topicjax.cli.corpus_options`), so ``topicjax --help`` answers without importing JAX or a
+model family: a command's module is imported when the command runs (:func:`_command`).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,8 @@ import os
 import sys
 import warnings
 
-from topicjax.cli import commands, online, report
 from topicjax.cli.families import add_model_options, add_regularizer_options
-from topicjax.cli.inputs import add_corpus_options
+from topicjax.cli.corpus_options import add_corpus_options, corpus_help
 from topicjax.core import environment
 from topicjax.core.validation import check_int, check_number
 
@@ -47,11 +51,16 @@ def _debug_parent() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_option(p) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (also off when stderr is not a terminal, so logs get no cursor codes)")
+
+
 def _output_options(p, *, out=True, quiet=True, top=True):
     if out:
         p.add_argument("--out", help="folder to save the fitted model to (reopen it with topics, evaluate, report)")
     if quiet:
-        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        _quiet_option(p)
     if top:
         p.add_argument("--top", type=int, default=10, help="top words printed per topic (default 10)")
 
@@ -113,8 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", parents=[debug], help="fit a model (the bundled bars corpus without CORPUS)",
                        description="Fit a model, save it (--out), then print its topics, perplexity (training and "
                                    "hold-out by document completion), sparsity and coherence.")
-    f.add_argument("corpus", nargs="?", help="UCI folder or docword file, Vowpal Wabbit file, lda-c file, folder of "
-                                             "text files, or a table (--format tsv)")
+    f.add_argument("corpus", nargs="?", help=corpus_help("the corpus to fit (default: the bundled bars corpus)"))
     add_model_options(f)
     f.add_argument("--docs", type=int, default=2000, help="documents of the bundled bars corpus")
     f.add_argument("--heldout", type=float, default=0.1,
@@ -128,29 +136,33 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("select-order", parents=[debug], help="PTM order selection: the BIC by number of topics",
                        description="Fit PTMs from --max-topics down to --min-topics (warm-started, removing the "
                                    "least massive topics), print the BIC curve, save the best model.")
-    s.add_argument("corpus")
+    s.add_argument("corpus", help=corpus_help())
     s.add_argument("--max-topics", type=int, required=True, help="the largest order M")
     s.add_argument("--min-topics", type=int, default=2, help="the smallest order (default 2)")
     s.add_argument("--step", type=int, default=1, help="topics removed per step (default 1)")
     s.add_argument("--bic", default="2014", help="2014 (default), 2014-exact or 2020")
     s.add_argument("--iterations", dest="max_iter", type=int, default=None, help="GEM iterations per order")
     s.add_argument("--tol", type=float, default=None, help="GEM stopping tolerance")
-    s.add_argument("--seed", dest="random_state", type=int, default=0)
+    s.add_argument("--seed", dest="random_state", type=int, default=0, help="random seed (default 0)")
     _output_options(s)
     add_corpus_options(s)
     s.set_defaults(func="select_order")
 
-    t = sub.add_parser("topics", parents=[debug], help="print the top words of a saved model")
-    t.add_argument("model_dir")
-    t.add_argument("-n", type=int, default=10, help="words per topic")
+    t = sub.add_parser("topics", parents=[debug], help="print the top words of a saved model",
+                       description="The top words of every topic of a saved model; background topics (ARTM) and "
+                                   "empty or near-empty topics are marked, and counted on the first line.")
+    t.add_argument("model_dir", help="folder of a saved model (fit --out, select-order --out, fit-online --out)")
+    t.add_argument("-n", type=int, default=10, help="words per topic (default 10)")
+    _quiet_option(t)
     t.set_defaults(func="topics")
 
     e = sub.add_parser("evaluate", parents=[debug], help="hold-out perplexity and coherence of a saved model",
                        description="Document completion and coherence of a saved model on a corpus; words outside "
                                    "the model's vocabulary are dropped and their share reported.")
-    e.add_argument("model_dir")
-    e.add_argument("corpus")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("model_dir", help="folder of a saved model")
+    e.add_argument("corpus", help=corpus_help("the corpus to evaluate on"))
+    e.add_argument("--seed", type=int, default=0, help="seed of the document-completion split (default 0)")
+    _quiet_option(e)
     add_corpus_options(e)
     e.set_defaults(func="evaluate")
 
@@ -158,22 +170,29 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write DIR/report.md (and DIR/report.html with --html): parameters, what fit "
                                    "measured, topics, charts of the scores by iteration and of the BIC by order "
                                    "(PNG files beside it).")
-    r.add_argument("model_dir")
+    r.add_argument("model_dir", help="folder of a saved model; the report is written into it")
     r.add_argument("--html", action="store_true", help="also write report.html")
-    r.add_argument("-n", type=int, default=10, help="words per topic")
+    r.add_argument("-n", type=int, default=10, help="words per topic (default 10)")
+    _quiet_option(r)
     r.set_defaults(func="report")
 
     c = sub.add_parser("convert", parents=[debug], help="convert a corpus into a batch store for fit-online",
                        description="UCI and VW corpora are streamed (memory: one block); other formats are read in "
                                    "memory and written as a store.")
-    c.add_argument("corpus")
+    c.add_argument("corpus", help=corpus_help("the corpus to convert"))
     c.add_argument("store", help="folder of the batch store to write")
     c.add_argument("--batch-size", type=int, default=1000, help="documents per batch (default 1000)")
+    c.add_argument("--shuffle", action="store_true", help="store the documents in a random order, seeded by --seed "
+                   "(for a corpus sorted by label: the online fit reads batches in the store's order)")
+    c.add_argument("--seed", type=int, default=0, help="seed of --shuffle's order (default 0)")
+    _quiet_option(c)
     add_corpus_options(c)
     c.set_defaults(func="convert")
 
-    o = sub.add_parser("fit-online", parents=[debug], help="online ARTM over a batch store (BigARTM's fit_online)")
-    o.add_argument("store")
+    o = sub.add_parser("fit-online", parents=[debug], help="online ARTM over a batch store (BigARTM's fit_online)",
+                       description="Online ARTM over a batch store written by convert, saved (--out) as an ARTM "
+                                   "that topics, evaluate and report reopen.")
+    o.add_argument("store", help="folder of a batch store written by topicjax convert")
     o.add_argument("--topics", dest="n_components", type=int, default=None, help="number of topics (default 20)")
     o.add_argument("--passes", type=int, default=1, help="passes over the store (default 1)")
     o.add_argument("--update-every", type=int, default=1, help="batches per update of Φ (default 1)")
@@ -182,18 +201,49 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--learning-decay", type=float, default=0.7,
                    help="step size decay κ of ρ = (τ0 + t)^-κ, BigARTM's kappa (default 0.7)")
     o.add_argument("--doc-passes", type=int, default=10, help="Θ iterations per batch (default 10)")
-    o.add_argument("--seed", dest="random_state", type=int, default=0)
+    o.add_argument("--seed", dest="random_state", type=int, default=0, help="random seed (default 0)")
     g = o.add_argument_group("regularizers")
     add_regularizer_options(g)
     _output_options(o)
     o.set_defaults(func="fit_online")
+
+    d = sub.add_parser("datasets", parents=[debug], help="list the shared real corpora (corpus argument dataset:NAME)",
+                       description="The shared corpora the bundled loaders of topicjax.data.datasets read (from "
+                                   "$TOPICJAX_DATA or the shared data folder; nothing is downloaded), their subsets, "
+                                   "and whether each is present here. Any command reading a corpus takes "
+                                   "dataset:NAME or dataset:NAME:SUBSET as its corpus.")
+    _quiet_option(d)
+    d.set_defaults(func="datasets")
     return p
 
 
+#: command -> (module, function): imported when the command runs, not when the parser is built
+_COMMANDS = {
+    "fit": ("topicjax.cli.commands", "cmd_fit"),
+    "select_order": ("topicjax.cli.commands", "cmd_select_order"),
+    "topics": ("topicjax.cli.commands", "cmd_topics"),
+    "evaluate": ("topicjax.cli.commands", "cmd_evaluate"),
+    "report": ("topicjax.cli.report", "cmd_report"),
+    "convert": ("topicjax.cli.online", "cmd_convert"),
+    "fit_online": ("topicjax.cli.online", "cmd_fit_online"),
+    "datasets": ("topicjax.cli.inputs", "cmd_datasets"),
+}
+
+
 def _command(name: str):
-    return {"fit": commands.cmd_fit, "select_order": commands.cmd_select_order, "topics": commands.cmd_topics,
-            "evaluate": commands.cmd_evaluate, "report": report.cmd_report, "convert": online.cmd_convert,
-            "fit_online": online.cmd_fit_online}[name]
+    import importlib
+
+    module, function = _COMMANDS[name]
+    return getattr(importlib.import_module(module), function)
+
+
+def _stderr_is_terminal() -> bool:
+    """Whether progress bars may draw on stderr: a terminal only. In a log file or a pipe their
+    carriage returns and (nested bars) cursor movements would garble every line."""
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
 
 
 def _ask_for_host_devices(n: int) -> None:
@@ -253,6 +303,8 @@ def main(argv=None) -> int:
                 _ask_for_host_devices(args.devices)
             _check_platforms()
             check_options(args)
+            if not _stderr_is_terminal():
+                args.quiet = True  # the bars' \r and cursor codes would garble a log; the commands' lines remain
             rc = _command(args.func)(args)
             sys.stdout.flush()
             return rc

@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from topicjax.cli.families import build_model, option_for
-from topicjax.cli.inputs import read_corpus_args
+from topicjax.cli.inputs import DATASETS, parse_dataset, read_corpus_args
 from topicjax.core.plain import jsonable
 from topicjax.core.random import check_random_state
 from topicjax.data import datasets
 from topicjax.evaluation import metrics
 from topicjax._outputs import OutputRefusedError, check_not_input
 from topicjax.persistence import SaveRefusedError, check_save_target, describing_file, load, record_describing
-from topicjax.ptm import select_order
+from topicjax.ptm import PTM, select_order
 from topicjax.scale.distributed import make_mesh
 
 __all__ = ["check_seed", "check_out", "cmd_fit", "cmd_select_order", "cmd_topics", "cmd_evaluate", "load_model",
@@ -63,11 +63,92 @@ def load_model(path):
     return load(path)
 
 
-def print_topics(phi, vocab, n: int = 10) -> list[list[str]]:
+#: a topic is near-empty when its share of the documents' topic mass (Θ's row sums) is below
+#: this fraction of an even share (1/T): 1% of it
+NEAR_EMPTY = 0.01
+
+
+def topic_marks(model) -> list[str]:
+    """A mark per topic of a fitted model for the lists that show topics: ``"background"`` (ARTM's
+    background topics, ``background_``), ``"empty"`` (no mass: a zero column of Φ, a zero row of
+    Θ, or not live by the model's ``topic_live_`` / ``empty_topics_`` / ``topic_alive_``), ``"near-empty: X%"`` (a
+    share of Θ's mass below :data:`NEAR_EMPTY` of an even share), else ``""``."""
+    phi = np.asarray(model.phi_, np.float64)
+    T = phi.shape[1]
+    empty = ~(phi.sum(0) > 0)
+    alive = getattr(model, "topic_alive_", None)
+    if alive is not None and np.shape(alive) == (T,):
+        empty |= np.asarray(alive) <= 0
+    live = getattr(model, "topic_live_", None)  # every estimator's own verdict (estimator.py)
+    if live is not None and np.shape(live) == (T,):
+        empty |= ~np.asarray(live, bool)
+    names = list(getattr(model, "topic_names_", None) or [])
+    try:
+        listed = getattr(model, "empty_topics_", None) or []
+    except Exception:  # a property that needs what this model does not have
+        listed = []
+    for name in listed:
+        if name in names:
+            empty[names.index(name)] = True
+        elif isinstance(name, (int, np.integer)) and 0 <= name < T:
+            empty[int(name)] = True
+    share = None
+    theta = getattr(model, "theta_", None)
+    if theta is not None and np.ndim(theta) == 2 and np.shape(theta)[0] == T and np.shape(theta)[1]:
+        mass = np.asarray(theta, np.float64).sum(1)
+        if mass.sum() > 0:
+            share = mass / mass.sum()
+            empty |= ~(share > 0)
+    background = {int(b) for b in (getattr(model, "background_", None) or [])}
+    marks = []
+    for t in range(T):
+        if empty[t]:
+            marks.append("empty")
+        elif share is not None and share[t] < NEAR_EMPTY / T:
+            marks.append(f"near-empty: {100 * share[t]:.2g}% of the mass")
+        else:
+            marks.append("")
+        if t in background:
+            marks[t] = "background" + (f", {marks[t]}" if marks[t] else "")
+    return marks
+
+
+def _is_empty(mark: str) -> bool:
+    return mark == "empty" or mark.endswith(", empty")
+
+
+def _count_marks(marks) -> str:
+    """``" (1 background, 2 empty)"`` for the heading of a topic list; ``""`` when none is marked."""
+    counts = [(sum(m.startswith("background") for m in marks), "background"),
+              (sum(_is_empty(m) for m in marks), "empty"),
+              (sum("near-empty" in m for m in marks), "near-empty")]
+    said = [f"{k} {what}" for k, what in counts if k]
+    return f" ({', '.join(said)})" if said else ""
+
+
+def print_topics(phi, vocab, n: int = 10, marks=None) -> list[list[str]]:
+    """Print the top ``n`` words of each topic; a topic with a mark (:func:`topic_marks`) shows it
+    in brackets, and an empty topic shows no words (it has none: its words would be arbitrary)."""
     words = metrics.top_words(np.asarray(phi), vocab, n)
     for t, ws in enumerate(words):
-        print(f"  topic {t:3d}: {' '.join(ws)}", flush=True)
+        mark = marks[t] if marks is not None else ""
+        shown = "(no words: the topic has no mass)" if _is_empty(mark) else " ".join(ws)
+        print(f"  topic {t:3d}{f' [{mark}]' if mark else ''}: {shown}", flush=True)
     return words
+
+
+def _live_topics(marks) -> str:
+    """``"topics"``, or ``"the 4 topics that are not empty"`` when some are."""
+    empty = sum(_is_empty(m) for m in marks)
+    return f"the {len(marks) - empty} topics that are not empty" if empty else "topics"
+
+
+def _mean_over_live_topics(values, marks) -> float:
+    """The mean of a per-topic score over the topics that are not empty (an empty topic's top words
+    are arbitrary, its score says nothing)."""
+    values = np.asarray(values, np.float64)
+    live = np.array([not _is_empty(m) for m in marks], bool)
+    return float(np.nanmean(values[live])) if live.any() else float("nan")
 
 
 def completion_perplexity(phi, corpus, seed: int) -> tuple[float, int, int]:
@@ -247,48 +328,79 @@ def _write_summary(out, summary: dict) -> None:
         write_describing(out, SUMMARY_FILE, summary)
 
 
+def _inputs(corpus, vocab=None) -> list:
+    """The paths a corpus argument reads (for the ``--out`` check): a shared corpus's folder when
+    it is there (a missing one is reported when the corpus is read, after the parameters)."""
+    dataset = parse_dataset(corpus)
+    if dataset is None:
+        return [corpus, vocab]
+    try:
+        return [datasets.shared_data_dir() / DATASETS[dataset[0]].folder, vocab]
+    except FileNotFoundError:
+        return [vocab]
+
+
+def _validated(model):
+    """``model`` with every parameter checked as ``fit`` checks them (messages naming the option),
+    before any corpus is read."""
+    try:
+        model._validate_params()
+    except ValueError as e:
+        raise _with_option(e) from None
+    return model
+
+
 def cmd_fit(args) -> int:
     t0 = time.perf_counter()
+    # every parameter first: a mistyped option is reported before a corpus is opened or read
     check_seed(args.random_state)
-    check_out(args.out, args.corpus, args.vocab)
+    check_out(args.out, *_inputs(args.corpus, args.vocab))
     bundled = args.corpus is None
+    topics = args.n_components if args.n_components is not None else (10 if bundled else 20)
+    asked = args.max_iter
+    iterations = asked
+    if iterations is None and args.model in ("plsa", "artm"):
+        iterations = 300 if bundled else 100
+    model = _validated(build_model(args, topics=topics, iterations=iterations, progress=not args.quiet))
+    iterations = int(model.get_params()["max_iter"])  # the family's own default when none was asked
     if bundled:
-        corpus, true_phi = datasets.make_bars(n_docs=args.docs, seed=args.random_state)
+        corpus, true_phi, _ = datasets.make_bars(n_docs=args.docs, seed=args.random_state)
         print(f"bundled corpus: 'bars' of Griffiths & Steyvers (2004), {corpus!r}; true topics: 10 bars on a 5x5 grid")
     else:
         corpus = read_corpus_args(args, args.corpus)
         print(f"corpus {args.corpus}: {corpus!r}")
-    topics = args.n_components if args.n_components is not None else (10 if bundled else 20)
-    iterations = args.max_iter
-    if iterations is None and args.model in ("plsa", "artm"):
-        iterations = 300 if bundled else 100
-    model = build_model(args, topics=topics, iterations=iterations, progress=not args.quiet)
     split = corpus.n_docs >= 20 and args.heldout > 0
     train, test = corpus.train_test_split(args.heldout, seed=args.random_state) if split else (corpus, None)
     _check_out_space(args.out, 4 * (train.n_words + train.n_docs) * int(topics))
-    its = f"{iterations} iterations" if iterations is not None else "default iterations"
-    print(f"fitting {type(model).__name__} with {topics} topics, {its}, seed {args.random_state} on {train.n_docs} "
-          f"documents ...", flush=True)
+    origin = "--iterations" if asked is not None else ("the command line's default" if args.model in ("plsa", "artm")
+                                                         else f"{type(model).__name__}'s default")
+    print(f"fitting {type(model).__name__} with {topics} topics, at most {iterations} iterations ({origin}), seed "
+          f"{args.random_state} on {train.n_docs} documents ...", flush=True)
     t_fit = time.perf_counter()
     try:
         _fit_model(model, train, args)
     except ValueError as e:
         raise _with_option(e) from None
     t_fit = time.perf_counter() - t_fit
-    print(f"fitted in {t_fit:.1f} s", flush=True)
+    ran = getattr(model, "n_iter_", None)
+    ran = int(ran) if ran is not None else None
+    print(f"fitted in {t_fit:.1f} s" + (f", {ran} iterations run" if ran is not None else ""), flush=True)
 
     steps = Steps(None)
     _save_or_say(model, args.out, steps)  # first: nothing after this can lose the model
     s = steps.summary
     s.update(command="fit", corpus=args.corpus or f"bars ({args.docs} documents)", model=type(model).__name__,
-             topics=topics, iterations=iterations, seed=args.random_state, train_docs=train.n_docs,
-             fit_seconds=t_fit)
+             topics=topics, iterations=iterations, iterations_from=origin, iterations_run=ran,
+             seed=args.random_state, train_docs=train.n_docs, fit_seconds=t_fit)
     phi = np.asarray(model.phi_)
+    marks = steps.run("topic marks", lambda: topic_marks(model)) or [""] * phi.shape[1]
+    if any(marks):
+        s["marked_topics"] = {str(t): m for t, m in enumerate(marks) if m}
     if bundled:
         steps.run("topic pictures", lambda: _bars_report(phi, true_phi, steps))
     else:
-        print("top words:")
-        steps.run("top words", lambda: print_topics(phi, train.vocab, args.top))
+        print(f"top words{_count_marks(marks)}:")
+        steps.run("top words", lambda: print_topics(phi, train.vocab, args.top, marks))
     theta = steps.run("training Θ", lambda: _theta(model, train))
     if theta is not None:
         def train_scores():
@@ -311,8 +423,9 @@ def cmd_fit(args) -> int:
         print("hold-out perplexity: not measured (fewer than 20 documents, or --heldout 0)")
     if not bundled:
         def coherence():
-            s["coherence_npmi"] = float(np.nanmean(metrics.coherence(phi, train, k=10, measure="npmi")))
-            print(f"coherence (NPMI of document co-occurrence, top-10, mean over topics): {s['coherence_npmi']:.4f}")
+            s["coherence_npmi"] = _mean_over_live_topics(metrics.coherence(phi, train, k=10, measure="npmi"), marks)
+            print(f"coherence (NPMI of document co-occurrence, top-10, mean over {_live_topics(marks)}): "
+                  f"{s['coherence_npmi']:.4f}")
 
         steps.run("coherence", coherence)
     if args.out:
@@ -322,17 +435,29 @@ def cmd_fit(args) -> int:
 
 
 # ----------------------------------------------------------------------------- select-order
+def _check_orders(args) -> None:
+    """``--max-topics``, ``--min-topics`` and ``--step`` together (each alone is checked by
+    :func:`topicjax.cli.app.check_options`), before the corpus is read."""
+    if args.min_topics > args.max_topics:
+        raise ValueError(f"--min-topics {args.min_topics} is larger than --max-topics {args.max_topics}")
+    if (args.max_topics - args.min_topics) % args.step:
+        raise ValueError(f"--step {args.step} from --max-topics {args.max_topics} skips past --min-topics "
+                         f"{args.min_topics}; choose a step dividing {args.max_topics - args.min_topics}")
+
+
 def cmd_select_order(args) -> int:
     check_seed(args.random_state)
-    check_out(args.out, args.corpus, args.vocab)
-    corpus = read_corpus_args(args, args.corpus)
-    print(f"corpus {args.corpus}: {corpus!r}")
-    _check_out_space(args.out, 4 * (corpus.n_words + corpus.n_docs) * int(args.min_topics))
+    check_out(args.out, *_inputs(args.corpus, args.vocab))
+    _check_orders(args)
     params = {"progress": not args.quiet}
     if args.max_iter is not None:
         params["max_iter"] = args.max_iter
     if args.tol is not None:
         params["tol"] = args.tol
+    _validated(PTM(n_components=args.max_topics, bic=args.bic, random_state=args.random_state, **params))
+    corpus = read_corpus_args(args, args.corpus)
+    print(f"corpus {args.corpus}: {corpus!r}")
+    _check_out_space(args.out, 4 * (corpus.n_words + corpus.n_docs) * int(args.min_topics))
     print(f"PTM order selection ({args.bic} BIC): orders {args.max_topics} down to {args.min_topics} by {args.step}",
           flush=True)
     rows = []
@@ -354,8 +479,9 @@ def cmd_select_order(args) -> int:
         curve = {"bic": args.bic, "orders": result.orders, "bics": result.bics, "seconds": result.seconds,
                  "best_order": result.best_order, "corpus": args.corpus}
         steps.run("BIC curve file", lambda: write_describing(args.out, ORDER_FILE, curve))
-    print("top words of the best model:")
-    steps.run("top words", lambda: print_topics(best.phi_, corpus.vocab, args.top))
+    marks = steps.run("topic marks", lambda: topic_marks(best)) or None
+    print(f"top words of the best model{_count_marks(marks or [])}:")
+    steps.run("top words", lambda: print_topics(best.phi_, corpus.vocab, args.top, marks))
     return 1 if steps.failed else 0
 
 
@@ -363,15 +489,17 @@ def cmd_select_order(args) -> int:
 def cmd_topics(args) -> int:
     model = load_model(args.model_dir)
     phi = np.asarray(model.phi_)
-    print(f"{type(model).__name__} with {phi.shape[1]} topics from {args.model_dir}", flush=True)
-    print_topics(phi, model.vocab_, args.n)
+    marks = topic_marks(model)
+    print(f"{type(model).__name__} with {phi.shape[1]} topics{_count_marks(marks)} from {args.model_dir}", flush=True)
+    print_topics(phi, model.vocab_, args.n, marks)
     return 0
 
 
 def cmd_evaluate(args) -> int:
-    model = load_model(args.model_dir)
     if args.seed < 0:
         raise ValueError(f"--seed must be an integer >= 0, got {args.seed}")
+    parse_dataset(args.corpus)  # a wrong dataset name before the model is loaded
+    model = load_model(args.model_dir)
     corpus = read_corpus_args(args, args.corpus, min_df=1)
     n_tokens, n_docs = corpus.n_tokens, corpus.n_docs
     if corpus.vocab != tuple(model.vocab_):
@@ -386,9 +514,10 @@ def cmd_evaluate(args) -> int:
     ppl, used, skipped = completion_perplexity(phi, corpus, args.seed)
     note = f"; {skipped} with fewer than 2 known tokens skipped" if skipped else ""
     print(f"hold-out perplexity (document completion on {used} documents{note}): {ppl:.3f}")
+    marks = topic_marks(model)
     for measure in ("pmi", "npmi", "umass"):
-        value = np.nanmean(metrics.coherence(phi, corpus, k=10, measure=measure))
-        print(f"coherence {measure} top-10 (document co-occurrence, mean over topics): {value:.4f}")
+        value = _mean_over_live_topics(metrics.coherence(phi, corpus, k=10, measure=measure), marks)
+        print(f"coherence {measure} top-10 (document co-occurrence, mean over {_live_topics(marks)}): {value:.4f}")
     return 0
 
 

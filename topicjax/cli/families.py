@@ -1,8 +1,12 @@
 """The model families the command line fits, their options, and ARTM regularizers from text.
 
-Every option maps to one constructor parameter of an estimator and is passed only when given, so
-the estimator's own defaults and its own validation messages apply (``--iterations 0`` is refused
-by the estimator, with ``max_iter``'s message and the option named).
+The families, their ``--model`` names and the options only they have come from the registry,
+:mod:`topicjax._families`, read each time a parser is built or a model is made (a family
+registered there is fitted by ``topicjax fit --model NAME`` with no change here); the options
+every family shares are :data:`COMMON_OPTIONS`.  Every option maps to one constructor parameter of
+an estimator and is passed only when given, so the estimator's own defaults and its own
+validation messages apply (``--iterations 0`` is refused by the estimator, with ``max_iter``'s
+message and the option named).
 """
 
 from __future__ import annotations
@@ -10,86 +14,70 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import dataclass
 
-from topicjax import regularizers as R
-from topicjax.artm.trajectories import paper_trajectory
-from topicjax.regularizers import REGISTRY, Step
+from topicjax import _families
+from topicjax._families import Option
 
-__all__ = ["FAMILIES", "OPTIONS", "add_model_options", "build_model", "parse_regularizer", "regularizers_from_args",
-           "option_for", "model_class"]
+# The regularizer pool and ARTM load JAX: the functions that need them import them, so that the
+# parser built from this module's plain data (``topicjax --help``) loads neither.
 
-
-@dataclass(frozen=True)
-class Option:
-    flag: str
-    param: str  # the estimator's parameter
-    kwargs: dict
+__all__ = ["COMMON_OPTIONS", "options", "add_model_options", "build_model", "parse_regularizer",
+           "regularizers_from_args", "option_for", "model_class"]
 
 
-#: command-line option -> estimator parameter (the common ones first)
-OPTIONS = (
-    Option("--topics", "n_components", dict(type=int, help="number of topics (10 for bars, else 20; LIDA/FTM: the "
-                                                           "initial number of topic slots)")),
-    Option("--iterations", "max_iter", dict(type=int, help="iterations (EM passes, GEM iterations, SGD epochs or "
-                                                           "Gibbs sweeps; default 300 for PLSA/ARTM on bars, 100 "
-                                                           "on other corpora, else the estimator's)")),
-    Option("--tol", "tol", dict(type=float, help="stop when the relative change of the objective is below this")),
-    Option("--seed", "random_state", dict(type=int, default=0, help="random seed (default 0)")),
-    Option("--background", "background_topics", dict(type=int, help="ARTM: the last B topics are background")),
-    Option("--label-weight", "label_weight", dict(type=float, help="ARTM: weight of the class modality (labels of "
-                                                                   "the corpus as classes, Theorem 3)")),
-    Option("--doc-passes", "doc_passes", dict(type=int, help="ARTM: BigARTM's offline pass with K inner Θ "
-                                                             "iterations")),
-    Option("--bic", "bic", dict(help="PTM: the BIC, 2014 (eq. 26), 2014-exact or 2020")),
-    Option("--themes", "n_themes", dict(type=int, help="TTMM: number of themes J (default 10)")),
-    Option("--solver", "solver", dict(help="TTMM: em (default) or sgd")),
-    Option("--batch-size", "batch_size", dict(type=int, help="TTMM: documents per SGD minibatch")),
-    Option("--tokens-per-block", "tokens_per_block", dict(type=int, help="LIDA: tokens per block of documents of "
-                                                                         "the parallel sampler")),
-    Option("--variant", "variant", dict(help="LIDA: lida (default), ftm, sstm or lda")),
-    Option("--sampler", "sampler", dict(help="LIDA: the sampler, parallel (default), exact or stale")),
-    Option("--burn-in", "burn_in", dict(type=int, help="LIDA: sweeps before posterior averaging")),
+#: the options of every family: command-line option -> estimator parameter (a family's own options
+#: are in its registry line, :data:`topicjax._families.FAMILIES`)
+COMMON_OPTIONS = (
+    Option("--topics", "n_components", int, "number of topics (10 for bars, else 20; LIDA/FTM: the initial number "
+                                            "of topic slots)"),
+    Option("--iterations", "max_iter", int, "iterations (EM passes, GEM iterations, SGD epochs or Gibbs sweeps; "
+                                            "default 300 for PLSA/ARTM on bars, 100 on other corpora, else the "
+                                            "estimator's)"),
+    Option("--tol", "tol", float, "stop when the relative change of the objective is below this"),
+    Option("--seed", "random_state", int, "random seed (default 0)"),
 )
+#: the options whose value is not ``None`` when not given
+_DEFAULTS = {"random_state": 0}
+
+
+def options() -> tuple[Option, ...]:
+    """The options of ``topicjax fit``: :data:`COMMON_OPTIONS`, then each registered family's.
+
+    Raises:
+        ValueError: the registry gives an option twice or one of the common ones again
+            (:func:`topicjax._families.check`).
+    """
+    _families.check(common=tuple(o.flag for o in COMMON_OPTIONS))
+    return COMMON_OPTIONS + _families.options()
 
 
 def option_for(param: str) -> str | None:
     """The command-line option of an estimator parameter (for messages)."""
-    return next((o.flag for o in OPTIONS if o.param == param), None)
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    module: str
-    cls: str
-    about: str
-
-
-FAMILIES = {
-    "plsa": Family("plsa", "topicjax.artm", "PLSA", "PLSA by EM (ARTM Theorem 1)"),
-    "artm": Family("artm", "topicjax.artm", "ARTM", "ARTM with regularizers (--reg, --trajectory)"),
-    "ptm": Family("ptm", "topicjax.ptm", "PTM", "parsimonious topic model by GEM, BIC (--bic)"),
-    "ttmm": Family("ttmm", "topicjax.ttmm", "TTMM", "theme/topic mixture (--themes, --solver)"),
-    "lida": Family("lida", "topicjax.lida", "LIDA", "LIDA/FTM/SSTM/LDA Gibbs samplers (--variant, --sampler)"),
-}
+    return next((o.flag for o in options() if o.param == param), None)
 
 
 def model_class(name: str):
+    """The estimator class that ``--model name`` fits (importing its family's package).
+
+    Raises:
+        ValueError: ``name`` is no registered family's ``--model`` name; the message lists them.
+    """
     import importlib
 
-    if name not in FAMILIES:
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(FAMILIES)}")
-    fam = FAMILIES[name]
-    return getattr(importlib.import_module(fam.module), fam.cls)
+    models = _families.cli_models()
+    if name not in models:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(models)}")
+    family, model = models[name]
+    return getattr(importlib.import_module(family.package), model.cls)
 
 
 def add_model_options(p: argparse.ArgumentParser, *, regularizers: bool = True) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", default="plsa",
-                   help="; ".join(f"{k}: {f.about}" for k, f in FAMILIES.items()) + " (default plsa)")
-    for o in OPTIONS:
-        g.add_argument(o.flag, dest=o.param, **{"default": None, **o.kwargs})
+    models = _families.cli_models()
+    g.add_argument("--model", default="plsa", metavar="{" + ",".join(models) + "}",
+                   help="; ".join(f"{k}: {m.about}" for k, (_, m) in models.items()) + " (default plsa)")
+    for o in options():
+        g.add_argument(o.flag, dest=o.param, default=_DEFAULTS.get(o.param), type=o.type, help=o.help)
     if regularizers:
         add_regularizer_options(g)
 
@@ -148,6 +136,9 @@ def parse_regularizer(spec: str):
     >>> reg.names, tau
     (('sparse_theta',), Step(start=10, value=0.5, before=0))
     """
+    from topicjax import regularizers
+
+    REGISTRY, Step = regularizers.REGISTRY, regularizers.Step
     head, *rest = _split_top_level(spec)
     m = _HEAD.match(head)
     if not m:
@@ -186,6 +177,10 @@ def parse_regularizer(spec: str):
 def regularizers_from_args(args, iterations: int) -> list:
     """The ARTM regularizers of ``--reg`` and ``--trajectory`` (every coefficient a number or a
     Step schedule, so the saved model reopens without them)."""
+    from topicjax import regularizers
+    from topicjax.artm.trajectories import paper_trajectory
+
+    Step = regularizers.Step
     regs = [parse_regularizer(s) for s in (args.reg or [])]
     start = max(1, iterations // 3)
     if args.trajectory == "paper":
@@ -196,7 +191,7 @@ def regularizers_from_args(args, iterations: int) -> list:
     if args.trajectory == "default" and not regs:
         # Decorrelated topics from the start, then Θ sparsing switched on once the topics have formed
         # (a lightly weighted regularization trajectory in the spirit of ARTM sec. 5).
-        return [(R.decorrelate(), 10.0), (R.sparse_theta(), Step(start, 0.05))]
+        return [(regularizers.decorrelate(), 10.0), (regularizers.sparse_theta(), Step(start, 0.05))]
     return regs
 
 
@@ -209,7 +204,7 @@ def build_model(args, *, topics: int, iterations: int | None, progress: bool, ex
     params = {"n_components": topics, "progress": progress}
     if iterations is not None:
         params["max_iter"] = iterations
-    for o in OPTIONS:
+    for o in options():
         if o.param in ("n_components", "max_iter"):
             continue
         value = getattr(args, o.param, None)

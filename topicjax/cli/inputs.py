@@ -1,43 +1,64 @@
-"""Reading a corpus from the command line: the options every command that reads one shares."""
+"""Reading a corpus from the command line with the options of :mod:`topicjax.cli.corpus_options`:
+a path in any format, a 20 Newsgroups bydate folder, or a shared corpus (``dataset:NAME[:SUBSET]``)
+read by the loaders of :mod:`topicjax.data.datasets`; and ``topicjax datasets``.
+"""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from topicjax.cli.corpus_options import (DATASET_PREFIX, DATASETS, FORMAT_CHOICES, add_corpus_options,
+                                         is_20newsgroups_folder, parse_dataset)
+from topicjax.data import datasets
 from topicjax.data.corpus import Corpus
 from topicjax.data.formats import corpus_kind, read_corpus
 from topicjax.data.readers.tsv import VOCAB_NAMES, find_table
 from topicjax.persistence import holds_model
 
-__all__ = ["add_corpus_options", "read_corpus_args", "check_corpus_path", "FORMAT_CHOICES"]
-
-FORMAT_CHOICES = ("auto", "uci", "vw", "ldac", "texts", "tsv")
-
-
-def add_corpus_options(p: argparse.ArgumentParser) -> None:
-    """``--format``, ``--encoding``, ``--empty-docs``, ``--labels`` and the tokenizer options of
-    raw text."""
-    g = p.add_argument_group("corpus")
-    g.add_argument("--format", default="auto", choices=FORMAT_CHOICES,
-                   help="how to read CORPUS (default auto: from the path; a table such as OCTIS's corpus.tsv is "
-                        "read only with --format tsv)")
-    g.add_argument("--encoding", default="utf-8",
-                   help="encoding of the corpus files and vocabulary, every format (e.g. latin-1)")
-    g.add_argument("--empty-docs", choices=("error", "drop"), default=None,
-                   help="documents without tokens: an error (default for UCI, VW, lda-c) or dropped and counted "
-                        "(default for raw text, where stop words and --min-df can empty a document)")
-    g.add_argument("--labels", choices=("auto", "yes", "no"), default="auto",
-                   help="labels of a text folder (its sub-folders) or a table (its label column): auto uses them "
-                        "when present, yes requires them, no ignores them")
-    g.add_argument("--vocab", default=None, help="vocabulary file (lda-c, VW, tables; found beside the corpus "
-                                                 "when not given)")
-    g.add_argument("--min-df", type=int, default=None,
-                   help="raw text: drop words in fewer documents than this (default 2 for fit, 1 for evaluate)")
-    g.add_argument("--stop-words", choices=("english", "none"), default="english",
-                   help="raw text: stop-word list (default english)")
+__all__ = ["add_corpus_options", "read_corpus_args", "check_corpus_path", "parse_dataset", "dataset_folder",
+           "is_20newsgroups_folder", "cmd_datasets", "FORMAT_CHOICES", "DATASETS", "DATASET_PREFIX"]
 
 
+def dataset_folder(name: str) -> Path:
+    """The folder the loader of dataset ``name`` reads (``FileNotFoundError`` saying where it was
+    looked for, as :func:`topicjax.data.datasets.shared_data_dir`)."""
+    path = datasets.shared_data_dir() / DATASETS[name].folder
+    if not path.is_dir():
+        raise FileNotFoundError(f"shared corpus folder {path} is absent (dataset:{name}); set TOPICJAX_DATA to the "
+                                "folder of the shared corpora")
+    return path
+
+
+def _refuse_options(args, what: str, *, tokenizer: bool, formats=("auto",)) -> None:
+    """The corpus options that do not apply to ``what`` (a loader reads it as the API does):
+    those given are one error naming them all."""
+    given = [flag for flag, on in (("--format", args.format not in formats), ("--vocab", args.vocab is not None),
+                                   ("--encoding", args.encoding.replace("_", "-").lower() not in ("utf-8", "utf8")),
+                                   ("--labels", args.labels != "auto"), ("--empty-docs", args.empty_docs is not None),
+                                   ("--min-df", not tokenizer and args.min_df is not None)) if on]
+    if given:
+        raise ValueError(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what} (read by its "
+                         "loader in topicjax.data.datasets, as the API reads it)")
+
+
+def _vectorizer_options(args) -> dict:
+    opts = {} if args.min_df is None else {"min_df": args.min_df}
+    if args.stop_words == "none":
+        opts["stop_words"] = None
+    return opts
+
+
+def _read_dataset(args, name: str, subset: str) -> Corpus:
+    _refuse_options(args, f"{DATASET_PREFIX}{name}", tokenizer=name == "20newsgroups")
+    dataset_folder(name)  # the folder looked for, named, when it is absent
+    if name == "kos":
+        return datasets.load_kos()
+    if name == "bbc":
+        return datasets.load_bbc_news(subset)
+    return datasets.load_20newsgroups(subset, **_vectorizer_options(args))
+
+
+# ------------------------------------------------------------------------------- reading one
 _KIND_NAMES = {"uci": "UCI bag-of-words", "vw": "Vowpal Wabbit", "ldac": "lda-c"}
 
 
@@ -66,8 +87,26 @@ def _labels_flag(value: str):
 
 def read_corpus_args(args, path: str, *, min_df: int = 2, say=print) -> Corpus:
     """The corpus at ``path`` read with the options of :func:`add_corpus_options`; notes about
-    dropped documents and skipped files are printed with ``say``."""
+    dropped documents and skipped files are printed with ``say``.
+
+    ``dataset:NAME[:SUBSET]`` is read by the loader of :mod:`topicjax.data.datasets`, and a folder
+    of the 20 Newsgroups bydate layout (:func:`is_20newsgroups_folder`, with ``--format auto`` or
+    ``tsv``, the format the folder suggests) by that loader too, every post of it."""
     fmt = None if args.format == "auto" else args.format
+    dataset = parse_dataset(path)
+    if dataset is not None:
+        corpus = _read_dataset(args, *dataset)
+    elif fmt in (None, "tsv") and is_20newsgroups_folder(path):
+        _refuse_options(args, f"the 20 Newsgroups folder {path}", tokenizer=True, formats=("auto", "tsv"))
+        corpus = datasets.load_20newsgroups("all", folder=path, **_vectorizer_options(args))
+    else:
+        corpus = _read_path(args, path, fmt, min_df)
+    if corpus.dropped_docs.size:
+        say(f"note: {corpus.dropped_docs.size} empty document(s) dropped")
+    return corpus
+
+
+def _read_path(args, path, fmt, min_df: int) -> Corpus:
     check_corpus_path(path, fmt)
     kind = fmt or corpus_kind(path)
     kwargs: dict = {"encoding": args.encoding}
@@ -93,10 +132,7 @@ def read_corpus_args(args, path: str, *, min_df: int = 2, say=print) -> Corpus:
         kwargs["stop_words"] = None if args.stop_words == "none" else args.stop_words
     elif args.min_df is not None:
         raise ValueError(f"--min-df applies to raw text only, not to a {kind} corpus")
-    corpus = read_corpus(path, format=kind, **kwargs)
-    if corpus.dropped_docs.size:
-        say(f"note: {corpus.dropped_docs.size} empty document(s) dropped")
-    return corpus
+    return read_corpus(path, format=kind, **kwargs)
 
 
 def _tsv_has_vocab(path, vocab) -> bool:
@@ -104,3 +140,20 @@ def _tsv_has_vocab(path, vocab) -> bool:
         return True
     table = find_table(path)
     return any((table.parent / n).is_file() for n in VOCAB_NAMES)
+
+
+# ----------------------------------------------------------------------------------- datasets
+def cmd_datasets(args) -> int:
+    """``topicjax datasets``: the shared corpora, their subsets and whether each is present."""
+    try:
+        root = datasets.shared_data_dir()
+    except FileNotFoundError as e:
+        root, why = None, str(e)
+    print(f"shared corpora in {root}" if root is not None else f"shared corpora: {why}")
+    for name, ds in DATASETS.items():
+        here = root is not None and (root / ds.folder).is_dir()
+        subsets = ", ".join(f"{s} (default)" if s == ds.default else s for s in ds.subsets)
+        print(f"  dataset:{name:<13s} {'present' if here else 'absent '}  subsets: {subsets}")
+        print(f"      {ds.about}")
+    print("read one as the corpus of any command, e.g. topicjax fit dataset:kos --topics 20")
+    return 0

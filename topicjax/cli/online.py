@@ -14,7 +14,7 @@ import numpy as np
 
 from topicjax.cli.commands import Steps, check_out, print_topics, save_model
 from topicjax.cli.families import parse_regularizer
-from topicjax.cli.inputs import read_corpus_args
+from topicjax.cli.inputs import is_20newsgroups_folder, parse_dataset, read_corpus_args
 from topicjax.data.formats import corpus_kind
 from topicjax.scale import convert, online, store as batch_store
 
@@ -24,14 +24,17 @@ __all__ = ["cmd_convert", "cmd_fit_online"]
 def cmd_convert(args) -> int:
     # The store's folder first: never the corpus's own folder, nor a folder of other files.
     batch_store.check_store_target(args.store, [args.corpus, args.vocab])
-    kind = corpus_kind(args.corpus) if args.format == "auto" else args.format
+    # a shared dataset or a 20 Newsgroups folder is read in memory by its loader (read_corpus_args)
+    loader = parse_dataset(args.corpus) is not None or is_20newsgroups_folder(args.corpus)
+    kind = corpus_kind(args.corpus) if args.format == "auto" and not loader else args.format
     t0 = time.perf_counter()
+    shuffle = dict(shuffle=bool(args.shuffle), seed=args.seed)
     if kind == "uci":
         if args.empty_docs == "drop" or args.labels == "yes" or args.min_df is not None:
             raise ValueError("a UCI corpus is converted as it is (streamed); --empty-docs, --labels and --min-df "
                              "do not apply")
         store = convert.convert_uci(args.corpus, args.store, vocab_path=args.vocab, batch_size=args.batch_size,
-                                   encoding=args.encoding)
+                                   encoding=args.encoding, **shuffle)
         how = "streamed"
     elif kind == "vw":
         if args.empty_docs == "error" or args.labels == "yes" or args.min_df is not None:
@@ -39,17 +42,18 @@ def cmd_convert(args) -> int:
                              "stored); --empty-docs error, --labels and --min-df do not apply")
         extra = {"vocab": args.vocab} if args.vocab is not None else {}
         store = convert.convert_vw(args.corpus, args.store, batch_size=args.batch_size, encoding=args.encoding,
-                                  **extra)
+                                  **extra, **shuffle)
         how = "streamed"
     else:
         args.format = kind
         corpus = read_corpus_args(args, args.corpus)
-        store = batch_store.write_store([corpus], args.store, batch_size=args.batch_size)
+        store = batch_store.write_store([corpus], args.store, batch_size=args.batch_size, **shuffle)
         how = "read in memory"
     dropped = store.meta.get("dropped_docs", 0)
     note = f", {dropped} empty document(s) dropped" if dropped else ""
     print(f"batch store {args.store}: {store.n_docs} documents, {store.n_words} words, {store.n_tokens} tokens in "
-          f"{store.n_batches} batch(es) of {store.batch_size} ({kind} corpus {how}{note}; "
+          f"{store.n_batches} batch(es) of {store.batch_size} ({kind} corpus {how}{note}"
+          f"{f', shuffled with seed {args.seed}' if args.shuffle else ''}; "
           f"{time.perf_counter() - t0:.1f} s)")
     return 0
 

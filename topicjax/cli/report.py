@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topicjax.cli.commands import ORDER_FILE, SUMMARY_FILE, load_model
+from topicjax.cli.commands import ORDER_FILE, SUMMARY_FILE, _is_empty, load_model, topic_marks
 from topicjax.evaluation import metrics
 from topicjax.persistence import describing_file, drop_describing, load_folder, record_describing
 
@@ -167,7 +167,9 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
         written.append(bic_png)
     summary = _read_json(folder / SUMMARY_FILE) or {}
     params = {k: v for k, v in (meta.get("params") or {}).items() if v is not None and k != "progress"}
-    topics = metrics.top_words(phi, model.vocab_, n_words)
+    marks = topic_marks(model)  # background, empty and near-empty topics are marked in the table
+    topics = [(f"{t} ({m})" if m else str(t), "" if _is_empty(m) else " ".join(ws))
+              for t, (ws, m) in enumerate(zip(metrics.top_words(phi, model.vocab_, n_words), marks))]
 
     sections: list[tuple[str, str, object]] = []  # (kind, title, content)
     sections.append(("table", "Model", [("class", name), ("topics", phi.shape[1]), ("words", phi.shape[0]),
@@ -194,8 +196,7 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
             md += [f"![{title}]({png})", "", "| | last |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |"
                                                                             for k, v in rows] + [""]
         else:
-            md += ["| topic | top words |", "|---:|---|"] + [f"| {t} | {_md(' '.join(ws))} |" for t, ws in
-                                                            enumerate(content)] + [""]
+            md += ["| topic | top words |", "|---:|---|"] + [f"| {_md(t)} | {_md(ws)} |" for t, ws in content] + [""]
     md_path = folder / "report.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
     written.insert(0, md_path)
@@ -213,8 +214,8 @@ def write_report(model_dir, *, n_words: int = 10, html_page: bool = False) -> li
                 body.append("<table>" + "".join(f"<tr><th>{e(str(k))}</th><td>{e(str(v))}</td></tr>"
                                                 for k, v in rows) + "</table>")
             else:
-                body.append("<table>" + "".join(f"<tr><th>{t}</th><td>{e(' '.join(ws))}</td></tr>"
-                                                for t, ws in enumerate(content)) + "</table>")
+                body.append("<table>" + "".join(f"<tr><th>{e(t)}</th><td>{e(ws)}</td></tr>"
+                                                for t, ws in content) + "</table>")
         page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
                 f"<title>{e(name)} — {e(folder.name)}</title><style>{STYLE}</style></head><body>\n"
                 + "\n".join(body) + "\n</body></html>\n")

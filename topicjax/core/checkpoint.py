@@ -28,7 +28,7 @@ by another fit -- other parameters, another corpus -- is refused with an error n
 differs; delete it (or use another folder) to start over.
 
 >>> import tempfile, topicjax as tj
->>> corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
 >>> folder = tempfile.mkdtemp()
 >>> a = tj.PLSA(4, max_iter=12, tol=0, progress=False).fit(corpus, checkpoint=folder, checkpoint_every=5)
 >>> b = tj.PLSA(4, max_iter=12, tol=0, progress=False).fit(corpus, checkpoint=folder)  # finished: at once

@@ -21,9 +21,8 @@ users compile themselves are not affected, and nothing is set in ``XLA_FLAGS``.
 Importing this module turns on JAX's persistent compilation cache in topicjax's folder
 (:func:`topicjax.core.jit_cache.enable`), unless the user set JAX's cache or ``TOPICJAX_CACHE=off``:
 a new interpreter then loads a fit's programs instead of compiling them.  At import, not at the
-first compilation here: a fit compiles programs of its own before its first program of this
-module (a PLSA fit: five device transfers, the random key's seed and a ``stack``, 7 of its 22), and
-JAX stores only what it compiles after the folder is set.  ``import topicjax`` does not import this
+first compilation here: code outside this module may compile before it (an eager operation, a
+random key), and JAX stores only what it compiles after the folder is set.  ``import topicjax`` does not import this
 module (:mod:`topicjax` loads its families at their first use), so a user who sets JAX's cache
 after ``import topicjax`` and before using a model keeps it.  JAX's cache is process-wide: the
 user's own programs compiled afterwards are stored too.

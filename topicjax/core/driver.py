@@ -22,8 +22,9 @@ coefficients: traced) and a hashable ``static`` configuration:
   the compiled loop.
 
 :func:`run` runs the algorithm to its stopping rule -- ``max_iter`` iterations, or
-``|Δm| <= tol · max(|m|, 1e-30)`` between two iterations (maximised by default, minimised with
-``Algorithm.minimize``) -- in *blocks* of iterations compiled into one ``lax.while_loop`` each,
+``|Δm| <= tol · max(|m|, 1e-30)`` between two iterations (:func:`relative_change_converged`, which
+an algorithm's own ``converged`` applies to the change it computes exactly; maximised by default,
+minimised with ``Algorithm.minimize``) -- in *blocks* of iterations compiled into one ``lax.while_loop`` each,
 so the host fetches the history once per block instead of once per iteration (the estimator
 costs what the compiled step costs).  A failing iteration is not applied: the fit ends with
 :class:`~topicjax.core.errors.NumericalError` carrying the last good state.  Host hooks, when
@@ -34,11 +35,12 @@ dict`` (scores computed on the host) runs every ``after_every`` iterations and a
 every ``checkpoint.every`` iterations and at the end, and resumes from a saved one (see
 :mod:`topicjax.core.checkpoint`).
 
-:func:`run_host` is the same loop for an algorithm whose step runs on the host and may change the
-shapes of its state between iterations (LIDA's Gibbs chains grow K_max as topics are born): one
-host-level ``step(state, iteration) -> (state, record)`` per iteration, with the same history
-records, progress bar, :class:`~topicjax.core.errors.NumericalError` on a non-finite value and
-checkpoint schedule as :func:`run`; its state is checkpointed through ``to_host`` /
+:func:`run_host` is the same loop (one implementation, ``_loop``) for an algorithm whose step runs
+on the host and may change the shapes of its state between iterations (LIDA's Gibbs chains grow
+K_max as topics are born; the offline EM over a batch store): one host-level ``step(state,
+iteration) -> (state, record)`` per iteration, with the same history records, progress bar,
+:class:`~topicjax.core.errors.NumericalError` on a non-finite value and checkpoint schedule as
+:func:`run`; its state is checkpointed through ``to_host`` /
 ``from_host`` (JSON values and numpy arrays of any shape).
 
 :func:`run_many` runs a batch of fits (leading axis of the states and of the arguments marked
@@ -89,8 +91,19 @@ def _value(algo: Algorithm, m):
     return algo.value(m) if algo.value is not None else m
 
 
+def relative_change_converged(change, scale, tol):
+    """The one relative-change stopping rule: ``|change| <= tol · max(|scale|, 1e-30)``.
+
+    ``change`` is the objective's change over the last iteration and ``scale`` its new value.
+    An algorithm whose measure is not a plain scalar computes the change its own exact way (TTMM's
+    double-float log-likelihood, PTM's BIC summed from per-piece differences) and passes it here,
+    so that every fit stops by the same inequality.  Traceable (used inside the compiled loops);
+    returns a boolean array."""
+    return jnp.abs(change) <= tol * jnp.maximum(jnp.abs(scale), 1e-30)
+
+
 def _relative_change(prev, new, tol):
-    return jnp.abs(new - prev) <= tol * jnp.maximum(jnp.abs(new), 1e-30)
+    return relative_change_converged(new - prev, new, tol)
 
 
 def _block_impl(algo: Algorithm, static, size: int, state, args, prev, has_prev, n_todo, tol):
@@ -167,6 +180,146 @@ def _to_python(x):
     return x
 
 
+class _CompiledSteps:
+    """:func:`run`'s iterations for :func:`_loop`: blocks of compiled iterations.  The carry is
+    ``(state, prev, has_prev, args)``: the state, the last accepted measure (what the stopping
+    rule compares with), whether there is one, and the arguments (``before`` may replace them)."""
+
+    def __init__(self, algo, static, *, block_fn, size, tol, before, explain):
+        self.algo, self.static, self.block_fn, self.size = algo, static, block_fn, size
+        self.tol, self.before, self.explain = tol, before, explain
+
+    def start(self, state, args):
+        return state, _initial(self.algo, self.static, state, args), False, args
+
+    @staticmethod
+    def state(carry):
+        return carry[0]
+
+    def restore(self, checkpoint, carry):
+        state, prev, _, args = carry
+        saved = checkpoint.restore(state, prev)
+        if saved is None:
+            return None
+        state, prev, has_prev, done, history, finished = saved
+        return (state, prev, has_prev, args), done, history, finished
+
+    def save(self, checkpoint, carry, done, history, last):
+        state, prev, has_prev, _ = carry
+        checkpoint.save(state, prev, has_prev, done, history, finished=last)
+
+    def advance(self, carry, done, todo, history):
+        state, prev, has_prev, args = carry
+        if self.before is not None:
+            args = self.before(done + 1, history)
+        state, prev, has_prev, n, status, recs = self.block_fn(self.algo, self.static, self.size, state, args, prev,
+                                                               has_prev, todo, self.tol)
+        n, status = int(n), int(status)
+        flat = flatten_records(jax.tree.map(np.asarray, recs))
+        records = [{k: _to_python(v[j]) for k, v in flat.items()} for j in range(n)]
+        return (state, prev, has_prev, args), records, status
+
+    def failure(self, carry, iteration, status):
+        state, _, _, args = carry
+        if self.algo.restore is not None:  # the rolled-back state: its derived arrays recomputed
+            state = _restore(self.algo, self.static, state, args)
+        reason = "nonfinite" if status == NONFINITE else "collapse"
+        culprit = self.explain(state, args, iteration, reason) if self.explain is not None else None
+        return state, reason, f"; {culprit}" if culprit else "", culprit
+
+
+class _HostSteps:
+    """:func:`run_host`'s iterations for :func:`_loop`: one host-level step at a time.  The carry is
+    ``(state, bad)``: the state and, after a failing step, ``"name = value"`` of what was not
+    finite (the state is then the one the failing step was given)."""
+
+    size = 1
+
+    def __init__(self, step, health, to_host, from_host):
+        self.step, self.health, self.to_host, self.from_host = step, health, to_host, from_host
+
+    @staticmethod
+    def state(carry):
+        return carry[0]
+
+    def restore(self, checkpoint, carry):
+        saved = checkpoint.restore_host()
+        if saved is None:
+            return None
+        host, done, history, finished = saved
+        return (self.from_host(host, carry[0]), None), done, history, finished
+
+    def save(self, checkpoint, carry, done, history, last):
+        checkpoint.save_host(self.to_host(carry[0]), done, history, finished=last)
+
+    def advance(self, carry, done, todo, history):
+        new, record = self.step(carry[0], done + 1)
+        bad = _first_nonfinite(record) or (_first_nonfinite(self.health(new)) if self.health is not None else None)
+        if bad is not None:
+            return (carry[0], bad), [], NONFINITE
+        return (new, None), [record], RUNNING
+
+    @staticmethod
+    def failure(carry, iteration, status):
+        return carry[0], "nonfinite", f" ({carry[1]})", carry[1]
+
+
+def _loop(steps, carry, *, max_iter: int, progress: bool, desc: str, checkpoint, postfix: Callable | None,
+          after: Callable | None = None, after_every: int = 1):
+    """The one driver loop of :func:`run` and :func:`run_host`: resuming from ``checkpoint``,
+    ``steps.advance`` up to the next iteration where a host score or a checkpoint is due, the
+    history (``iteration``, the step's record, ``seconds``: the wall time of the advance spread
+    over its iterations), the progress bar, :class:`~topicjax.core.errors.NumericalError` for a
+    failing iteration (its culprit from ``steps.failure``), the ``after`` host scores, the
+    checkpoint saves and the stop at convergence.  ``postfix(state, history) -> dict`` sets the
+    bar's postfix (default: the last objective).  Returns ``(state, history)``."""
+    from tqdm.auto import tqdm
+
+    every = max(int(after_every), 1)
+    history: list[dict] = []
+    done = 0
+    finished = False
+    if checkpoint is not None:
+        saved = steps.restore(checkpoint, carry)
+        if saved is not None:
+            carry, done, history, finished = saved
+    bar = tqdm(total=max_iter, initial=done, desc=desc, disable=not progress, leave=False)
+    try:
+        while done < max_iter and not finished:
+            todo = min(steps.size, max_iter - done)
+            if after is not None:  # end blocks where host scores are due
+                todo = min(todo, every - done % every)
+            if checkpoint is not None:  # ... and where checkpoints are due
+                todo = min(todo, checkpoint.every - done % checkpoint.every)
+            t0 = time.perf_counter()
+            carry, records, status = steps.advance(carry, done, todo, history)
+            per = (time.perf_counter() - t0) / max(len(records) + (status >= NONFINITE), 1)
+            for j, rec in enumerate(records):
+                history.append({"iteration": done + j + 1, **rec, "seconds": per})
+            done += len(records)
+            bar.update(len(records))
+            if history:
+                bar.set_postfix(**(postfix(steps.state(carry), history) if postfix is not None
+                                   else {"objective": f"{history[-1]['objective']:.6g}"}))
+            if status in (NONFINITE, COLLAPSE):
+                state, reason, detail, blame = steps.failure(carry, done + 1, status)
+                what = ("non-finite values" if reason == "nonfinite"
+                        else "a collapse (every topic or every document would be removed)")
+                raise NumericalError(f"{desc}: iteration {done + 1} produced {what}{detail}; the last good state is "
+                                     "kept in this error's .state", iteration=done + 1, reason=reason, blame=blame,
+                                     state=state)
+            last = status == CONVERGED or done >= max_iter
+            if after is not None and history and (done % every == 0 or last):
+                history[-1].update(after(done, steps.state(carry)) or {})
+            if checkpoint is not None and (done % checkpoint.every == 0 or last):
+                steps.save(checkpoint, carry, done, history, last)
+            if status == CONVERGED:
+                break
+    finally:
+        bar.close()
+    return steps.state(carry), history
+
+
 @numerics.full_precision
 def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0, progress: bool = True,
         desc: str = "fit", before: Callable | None = None, after: Callable | None = None, after_every: int = 1,
@@ -187,74 +340,18 @@ def run(algo: Algorithm, static, state, args, *, max_iter: int, tol: float = 0.0
     less at the peak: 0.5 GB for PTM at NYTimes size); the caller must not use ``state`` (or any
     array it shares with another object) afterwards, and no array of ``state`` may be in ``args``.
     ``postfix(history) -> dict`` sets the progress bar's postfix after each block (default: the
-    last objective).
+    last objective).  The loop itself (history, progress bar, errors, checkpoints) is
+    :func:`run_host`'s too.
     """
-    from tqdm.auto import tqdm
-
     _check_rollback(algo)
-    max_iter = int(max_iter)
-    block_fn = _block_donating if donate else _block
     # one block size whatever max_iter is (the iterations of a block are a traced count), so a
     # refit with another max_iter reuses the compiled program
-    size = 1 if before is not None else int(block or BLOCK)
-    every = max(int(after_every), 1)
-    history: list[dict] = []
-    prev = _initial(algo, static, state, args)
-    has_prev = False
-    done = 0
-    finished = False
-    if checkpoint is not None:
-        saved = checkpoint.restore(state, prev)
-        if saved is not None:
-            state, prev, has_prev, done, history, finished = saved
-    bar = tqdm(total=max_iter, initial=done, desc=desc, disable=not progress, leave=False)
-    try:
-        while done < max_iter and not finished:
-            if before is not None:
-                args = before(done + 1, history)
-            todo = min(size, max_iter - done)
-            if after is not None:  # end blocks where host scores are due
-                todo = min(todo, every - done % every)
-            if checkpoint is not None:  # ... and where checkpoints are due
-                todo = min(todo, checkpoint.every - done % checkpoint.every)
-            t0 = time.perf_counter()
-            new_state, prev, has_prev, n, status, recs = block_fn(algo, static, size, state, args, prev, has_prev,
-                                                                 todo, tol)
-            n, status = int(n), int(status)
-            recs = jax.tree.map(np.asarray, recs)
-            per = (time.perf_counter() - t0) / max(n + (status >= NONFINITE), 1)
-            for j in range(n):
-                rec = {"iteration": done + j + 1, **{k: _to_python(v[j]) for k, v in flatten_records(recs).items()},
-                       "seconds": per}
-                history.append(rec)
-            done += n
-            state = new_state
-            bar.update(n)
-            if history:
-                bar.set_postfix(**(postfix(history) if postfix is not None
-                                   else {"objective": f"{history[-1]['objective']:.6g}"}))
-            if status in (NONFINITE, COLLAPSE):
-                if algo.restore is not None:  # the rolled-back state: its derived arrays recomputed
-                    state = _restore(algo, static, state, args)
-                reason = "nonfinite" if status == NONFINITE else "collapse"
-                what = ("non-finite values" if reason == "nonfinite"
-                        else "a collapse (every topic or every document would be removed)")
-                culprit = explain(state, args, done + 1, reason) if explain is not None else None
-                msg = f"{desc}: iteration {done + 1} produced {what}"
-                if culprit:
-                    msg += f"; {culprit}"
-                msg += "; the last good state is kept in this error's .state"
-                raise NumericalError(msg, iteration=done + 1, reason=reason, blame=culprit, state=state)
-            last = status == CONVERGED or done >= max_iter
-            if after is not None and history and (done % every == 0 or last):
-                history[-1].update(after(done, state) or {})
-            if checkpoint is not None and (done % checkpoint.every == 0 or last):
-                checkpoint.save(state, prev, has_prev, done, history, finished=last)
-            if status == CONVERGED:
-                break
-    finally:
-        bar.close()
-    return state, history
+    steps = _CompiledSteps(algo, static, block_fn=_block_donating if donate else _block,
+                           size=1 if before is not None else int(block or BLOCK), tol=tol, before=before,
+                           explain=explain)
+    return _loop(steps, steps.start(state, args), max_iter=int(max_iter), progress=progress, desc=desc,
+                 checkpoint=checkpoint, postfix=None if postfix is None else (lambda s, history: postfix(history)),
+                 after=after, after_every=after_every)
 
 
 def _first_nonfinite(values: dict) -> str | None:
@@ -267,10 +364,16 @@ def _first_nonfinite(values: dict) -> str | None:
     return None
 
 
+def _last_record(history: list[dict]) -> dict:
+    """The step's own record of the last iteration (its history entry without the loop's fields)."""
+    return {k: v for k, v in history[-1].items() if k not in ("iteration", "seconds")}
+
+
 def run_host(step: Callable, state, *, max_iter: int, progress: bool = True, desc: str = "fit",
              health: Callable | None = None, postfix: Callable | None = None, checkpoint=None,
              to_host: Callable | None = None, from_host: Callable | None = None):
-    """Run a host-level algorithm for ``max_iter`` iterations (see the module docstring).
+    """Run a host-level algorithm for ``max_iter`` iterations (see the module docstring): the loop
+    of :func:`run` with one host step per iteration.
 
     ``step(state, iteration) -> (state, record)`` does iteration ``iteration`` (1, 2, ...) on the
     host and may return a state of other shapes than it was given; ``record`` (a dict of Python
@@ -286,41 +389,11 @@ def run_host(step: Callable, state, *, max_iter: int, progress: bool = True, des
     numpy arrays) and restored as ``from_host(saved, state)``; a saved run resumes at the saved
     iteration (a finished one returns at once).  Returns ``(state, history)`` as :func:`run`.
     """
-    from tqdm.auto import tqdm
-
-    max_iter = int(max_iter)
-    history: list[dict] = []
-    done = 0
-    finished = False
-    if checkpoint is not None:
-        if to_host is None or from_host is None:
-            raise ValueError("run_host: a checkpoint needs to_host and from_host")
-        saved = checkpoint.restore_host()
-        if saved is not None:
-            host, done, history, finished = saved
-            state = from_host(host, state)
-    bar = tqdm(total=max_iter, initial=done, desc=desc, disable=not progress, leave=False)
-    try:
-        while done < max_iter and not finished:
-            t0 = time.perf_counter()
-            new, record = step(state, done + 1)
-            bad = _first_nonfinite(record) or (_first_nonfinite(health(new)) if health is not None else None)
-            if bad is not None:
-                raise NumericalError(f"{desc}: iteration {done + 1} produced non-finite values ({bad}); the last "
-                                     "good state is kept in this error's .state", iteration=done + 1,
-                                     reason="nonfinite", blame=bad, state=state)
-            state = new
-            done += 1
-            history.append({"iteration": done, **record, "seconds": time.perf_counter() - t0})
-            last = done == max_iter
-            if checkpoint is not None and (done % checkpoint.every == 0 or last):
-                checkpoint.save_host(to_host(state), done, history, finished=last)
-            bar.update(1)
-            bar.set_postfix(**(postfix(state, record) if postfix is not None
-                               else {"objective": f"{record['objective']:.6g}"}))
-    finally:
-        bar.close()
-    return state, history
+    if checkpoint is not None and (to_host is None or from_host is None):
+        raise ValueError("run_host: a checkpoint needs to_host and from_host")
+    return _loop(_HostSteps(step, health, to_host, from_host), (state, None), max_iter=int(max_iter),
+                 progress=progress, desc=desc, checkpoint=checkpoint,
+                 postfix=None if postfix is None else (lambda s, history: postfix(s, _last_record(history))))
 
 
 def flatten_records(recs: dict) -> dict:

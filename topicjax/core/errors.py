@@ -1,8 +1,19 @@
-"""The one error type for numerical failures of a fit."""
+"""The error types that core raises and the layers above it share.
+
+* :class:`NumericalError` -- a fit stopped on non-finite values or a collapse;
+* :class:`CorpusError` -- invalid corpus content.  Core owns it because core itself raises it (a
+  :class:`~topicjax.core.sharding.RangeCorpus` whose totals disagree with its sizes) and nothing
+  in core may import :mod:`topicjax.data`; ``topicjax.data.CorpusError`` and
+  ``topicjax.CorpusError`` are this same class.
+"""
 
 from __future__ import annotations
 
-__all__ = ["NumericalError"]
+__all__ = ["NumericalError", "CorpusError"]
+
+
+class CorpusError(ValueError):
+    """Invalid corpus content; the message names the document, line or value that is wrong."""
 
 
 class NumericalError(FloatingPointError):

@@ -21,7 +21,7 @@ bitwise repeatable GPU runs (slower).  CPU and GPU results differ in the last bi
 
 >>> import jax, topicjax as tj
 >>> from topicjax.core import estep, layout
->>> corpus, _ = tj.datasets.make_bars(n_docs=50, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=50, seed=0)
 >>> data = layout.prepare(corpus)
 >>> phi = jax.numpy.full((corpus.n_words, 4), 1 / corpus.n_words)
 >>> theta = jax.numpy.full((4, corpus.n_docs), 0.25)

@@ -1,52 +1,23 @@
 """The fused, multi-threaded CPU E-step: a C++ kernel called from jitted JAX code through XLA FFI.
 
-The E-step of PLSA/ARTM (ARTM eq. 4, 7-8) is, per document d and word w with count n_dw,
+It computes what :func:`topicjax.core.estep.expected_counts` computes with XLA (ARTM eq. 4, 7-8:
+the log-likelihood and both gradients, the counts) in one pass over each document's non-zeros,
+on all cores; every path that calls ``expected_counts`` uses it unchanged, and derivatives of any
+order work with either kernel.
 
-    p = max(Σ_t φ_wt θ_td, EPS),   L += n_dw log p,   ∂L/∂θ_d += (n_dw / p) φ_w,   ∂L/∂φ_w += (n_dw / p) θ_d .
+Which kernel runs is decided when a function is traced: ``TOPICJAX_ESTEP`` = ``auto`` (default:
+this kernel on CPU when it is built, XLA elsewhere and for dtypes other than float32/float64),
+``xla``, ``xla_scatter`` (the previous XLA E-step, for A/B checks) or ``ffi`` (an error where it
+cannot run); in Python :func:`set_backend`, :func:`get_backend` or ``with backend("xla"): ...``
+(changing it clears JAX's compilation caches).  Threads: ``TOPICJAX_THREADS`` (an integer in
+[1, 4096]; default: the cores this process may run on) or :func:`set_threads` and
+:func:`get_threads`, without recompiling.  Both variables are read when a kernel is first needed:
+a bad value is a ``ValueError`` then (:mod:`topicjax.core.environment`).  Without a compiler at
+install time the kernel is missing: ``auto`` falls back to XLA with a one-time warning, ``ffi``
+raises.  For one thread count the results are the same bits run after run.
 
-XLA runs the pure-JAX version (``topicjax.core.estep``'s sliced kernel) as gathers, batched products
-and a scatter-add on one thread; the C++ kernel in ``csrc/`` does the same arithmetic in one pass
-over each document's non-zeros (no nnz x T intermediates), on all cores: documents are split into
-one contiguous block per thread (a document is never split, so its θ gradient has one owner), each
-thread but the first accumulates ∂L/∂Φ in a private slab, and the slabs are summed at the end.  The
-log-likelihood terms are summed in float64 (each log in the working precision, as XLA's).  It reads the sliced layout of
-:class:`topicjax.core.layout.DocWordCounts` directly, so every path that calls
-:func:`~topicjax.core.estep.expected_counts` (fits, ``fit_many``/``fit_grid`` under ``jax.vmap``, the
-online and sharded fits) uses it unchanged.
-
-Selecting the kernel (decided when a function is traced):
-
-* ``TOPICJAX_ESTEP=auto`` (default): the C++ kernel on CPU when it is built, XLA elsewhere (GPU,
-  TPU), and for dtypes other than float32/float64;
-* ``TOPICJAX_ESTEP=xla``: always the pure-JAX kernel;
-* ``TOPICJAX_ESTEP=xla_scatter``: the pure-JAX kernel with ∂L/∂Φ added slot by slot (one unsorted
-  scatter of every non-zero) instead of per piece of the word-sorted mirror
-  (:func:`topicjax.core.estep.sliced_counts`): the previous XLA E-step, kept for A/B checks;
-* ``TOPICJAX_ESTEP=ffi``: always the C++ kernel (an error where it cannot run);
-* in Python, :func:`set_backend` / :func:`get_backend`, or ``with kernels.backend("xla"): ...``.
-  Changing the backend clears JAX's compilation caches (``jax.clear_caches``), so that functions
-  compiled before are traced again with the new choice.
-
-Threads: all cores this process may run on (``os.sched_getaffinity``) unless ``TOPICJAX_THREADS``
-says otherwise (an integer in [1, 4096]; more than the cores warns once, a ``RuntimeWarning``, and
-is used anyway); :func:`set_threads` changes it at any time without recompiling.  Both environment
-variables are read when a kernel is first needed, not at import (:mod:`topicjax.core.environment`:
-a bad value is a ``ValueError`` of the parameters' shape there, and one line from the command
-line).  One pool and one
-thread count serve every kernel of the module (E-step, PTM, the LIDA sweep).  The threads are a
-persistent pool that sleeps between calls.  Results for a given thread count are the same bits
-run after run; different thread counts sum ∂L/∂Φ in a different order and agree to round-off.
-Every thread computes with subnormal floats flushed to zero, as XLA:CPU's own threads do.
-
-Differentiation: ``jax.grad`` of the likelihood never differentiates the kernel (the E-step's
-``custom_vjp`` already returns the gradients).  Higher-order derivatives (a Hessian-vector
-product, hypergradients through EM steps) need the derivatives of the gradients themselves:
-:func:`topicjax.core.estep.expected_counts` (its sliced kernel) is a ``jax.custom_jvp`` whose rule takes those tangents
-from the pure-JAX kernel, so forward- and reverse-mode derivatives of any order work with either
-backend (the values still come from the C++ kernel).
-
-Without a compiler at install time the package still works: the kernel is missing, ``auto``
-falls back to XLA with a one-time warning, and ``ffi`` raises.
+How it works (the arithmetic, threads and their slabs, the differentiation rules):
+``docs/guides/internals.md``, "The fused CPU E-step".
 
 Example
 -------

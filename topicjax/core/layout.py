@@ -6,7 +6,7 @@ of :data:`PIECE` slots (see the class docstring).  Nothing of size D x W is ever
 
 >>> import topicjax as tj
 >>> from topicjax.core import layout
->>> corpus, _ = tj.datasets.make_bars(n_docs=50, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=50, seed=0)
 >>> data = layout.prepare(corpus)
 >>> float(data.count.sum()) == corpus.n_tokens
 True
@@ -148,10 +148,10 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool 
     out = []
     while arrays:  # each host array is released once it is on the device
         a = arrays.pop(0)
-        out.append(None if a is None else jnp.asarray(a))
+        out.append(None if a is None else jax.device_put(a))  # a transfer; jnp.asarray compiles a program
     mirror = None
     if word_mirror and n_slots < _NO_WORD:  # built from the corpus once the layout's host arrays are gone
-        mirror = WordMirror(*(jnp.asarray(a) for a in _word_mirror(offsets, corpus.word_ids, width, k, n_slots)))
+        mirror = WordMirror(*(jax.device_put(a) for a in _word_mirror(offsets, corpus.word_ids, width, k, n_slots)))
     return DocWordCounts(*out, mirror=mirror)
 
 

@@ -5,6 +5,8 @@ or a JAX PRNG key, turned into a key by :func:`as_key` with one error message ev
 >>> from topicjax.core.random import as_key
 >>> bool((jax.random.key_data(as_key(3)) == jax.random.key_data(jax.random.key(3))).all())
 True
+>>> bool((jax.random.key_data(as_key(2**32 - 1)) == jax.random.key_data(jax.random.key(2**32 - 1))).all())
+True
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["as_key", "check_random_state", "fresh_seed"]
+__all__ = ["as_key", "as_keys", "check_random_state", "fresh_seed"]
 
 
 def fresh_seed() -> int:
@@ -47,9 +49,25 @@ def as_key(random_state, name: str = "random_state"):
     """A typed PRNG key: ``jax.random.key(seed)`` for an int, a fresh one for ``None``."""
     random_state = check_random_state(random_state, name)
     if random_state is None:
-        return jax.random.key(fresh_seed())
+        return _seed_key(fresh_seed())
     if isinstance(random_state, (jax.Array, np.ndarray)):
         if jnp.issubdtype(random_state.dtype, jax.dtypes.prng_key):
             return random_state
-        return jax.random.wrap_key_data(jnp.asarray(random_state, jnp.uint32))
-    return jax.random.key(int(random_state))
+        return jax.random.wrap_key_data(jax.device_put(np.asarray(random_state, np.uint32)))
+    return _seed_key(int(random_state))
+
+
+def as_keys(seeds, name: str = "seeds"):
+    """Keys of int seeds (or keys) stacked on a leading axis: ``jnp.stack([as_key(s) for s in
+    seeds])`` assembled on the host, without compiling a stacking program per batch size."""
+    keys = [as_key(s, name) for s in seeds]
+    data = np.stack([np.asarray(jax.random.key_data(k)) for k in keys])
+    return jax.random.wrap_key_data(jax.device_put(data), impl=jax.random.key_impl(keys[0]))
+
+
+def _seed_key(seed: int):
+    """``jax.random.key(seed)`` for a seed in [0, 2**32): the threefry key ``[0, seed]`` written on
+    the host (``jax.random.key`` compiles two programs to compute the same two words)."""
+    if jax.config.jax_default_prng_impl != "threefry2x32":
+        return jax.random.key(seed)
+    return jax.random.wrap_key_data(jax.device_put(np.array([0, seed], np.uint32)), impl="threefry2x32")

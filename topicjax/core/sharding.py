@@ -10,7 +10,7 @@ non-zeros) and lays each range out as :func:`topicjax.core.layout.prepare` does 
 on every device): a :class:`ShardedCounts`, a layout that brings its own E-step
 (:meth:`ShardedCounts.expected_counts`: the local E-step of every device inside
 :func:`jax.shard_map`, partial counts added with ``jax.lax.psum``), so the one EM step of
-:mod:`topicjax.core.em` runs on it unchanged.  :func:`replicate` places a pytree of arrays (the
+:mod:`topicjax.artm.algorithm` runs on it unchanged.  :func:`replicate` places a pytree of arrays (the
 same values in every process) on every device of a mesh; :func:`host_array` reads a replicated
 array back.  How to run a fit on many devices and hosts: :mod:`topicjax.scale.distributed`.
 
@@ -52,7 +52,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from topicjax.core import estep, layout
-from topicjax.data.entries import CorpusError
+from topicjax.core.errors import CorpusError
 from topicjax.core.compiled import jit
 
 __all__ = ["AXIS", "RangeCorpus", "ShardedCounts", "make_mesh", "shard", "replicate", "host_array", "device_ranges",
@@ -130,7 +130,7 @@ class ShardedCounts:
     """The sliced layout of :class:`topicjax.core.layout.DocWordCounts` with its chunk axis split
     over the mesh axis (``n_devices * chunks_per_device`` chunks, document ids global; ``doc`` is
     ``None``: the sliced E-step reads ``piece_doc``): a layout with its own E-step, so
-    :mod:`topicjax.core.em` runs on it unchanged.
+    :mod:`topicjax.artm.algorithm` runs on it unchanged.
 
     ``n_docs``: the corpus's documents.  ``doc_block``: 0 when Θ is replicated (the E-step takes
     Θ whole on every device); ``B > 0`` when Θ is sharded by documents (module docstring): device

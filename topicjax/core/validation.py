@@ -321,7 +321,7 @@ def refuse_size(name: str, value: int, per_unit: float, fixed: float = 0.0, *, w
 
 def refuse_online_topics(n_topics: int, n_words: int, batch_docs: int, *, name: str = "n_components",
                          limit: tuple[int, str] | None = None) -> None:
-    """:func:`refuse_size` for the online algorithm (:mod:`topicjax.core.online`): its state holds
+    """:func:`refuse_size` for the online algorithm (:mod:`topicjax.artm.online`): its state holds
     Φ, the running counts n_wt and the pending counts (W x T each), a batch's Θ (T x documents of
     a batch), and a step adds the expected counts of both, all float32."""
     refuse_size(name, int(n_topics), 4.0 * (4 * n_words + 2 * batch_docs), limit=limit,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topicjax.data import entries as E
+from topicjax.data import entries
 from topicjax.data.entries import (
     MAX_ID,
     MAX_PLACEHOLDER_WORDS,
@@ -170,15 +170,15 @@ def modalities_array(modalities, modality_names, n_words: int):
 # ------------------------------------------------------------------------------ the steps of from_entries
 def entry_arrays(doc_ids, word_ids, counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Step 1: the three entry arrays as numbers, ids as integers, one length, 1-d."""
-    doc_ids = E.as_numbers(doc_ids, "document id")
-    word_ids = E.as_numbers(word_ids, "word id")
-    counts = E.as_numbers(counts, "count")
+    doc_ids = entries.as_numbers(doc_ids, "document id")
+    word_ids = entries.as_numbers(word_ids, "word id")
+    counts = entries.as_numbers(counts, "count")
     if not (doc_ids.shape == word_ids.shape == counts.shape) or doc_ids.ndim != 1:
         raise CorpusError(
             f"doc_ids, word_ids and counts must be 1-d arrays of one length, got shapes "
             f"{doc_ids.shape}, {word_ids.shape}, {counts.shape}"
         )
-    return E.integer_ids(doc_ids, "document id"), E.integer_ids(word_ids, "word id"), counts
+    return entries.integer_ids(doc_ids, "document id"), entries.integer_ids(word_ids, "word id"), counts
 
 
 def document_count(doc_ids: np.ndarray, n_docs, doc_names, labels) -> tuple[int, int | None]:
@@ -233,7 +233,7 @@ def drop_empty(fields: dict, present: np.ndarray, empty_docs: str) -> dict:
     empty_mask[present] = False
     return {
         **fields,
-        "doc_ids": E.renumber(fields["doc_ids"]),
+        "doc_ids": entries.renumber(fields["doc_ids"]),
         "labels": fields["labels"][present] if fields["labels"] is not None else None,
         "doc_names": tuple(doc_names[i] for i in present.tolist()) if doc_names is not None else None,
         "n_docs": int(present.size),
@@ -256,15 +256,15 @@ def corpus_fields(doc_ids, word_ids, counts, *, vocab=None, n_words=None, n_docs
     if n_words is not None and vocab is not None and n_words != len(vocab_t):
         raise CorpusError(f"n_words={n_words} but the vocabulary has {len(vocab_t)} entries")
     W = len(vocab_t)
-    counts = E.checked_counts(counts, doc_ids, word_ids)
+    counts = entries.checked_counts(counts, doc_ids, word_ids)
     if doc_ids.size and int(doc_ids.min()) < 0:
         i = int(np.argmin(doc_ids))
         raise CorpusError(f"entry {i}: document id {int(doc_ids[i])} is negative")
-    E.check_word_range(word_ids, W, doc_ids)
+    entries.check_word_range(word_ids, W, doc_ids)
     n_docs, n_docs_from_ids = document_count(doc_ids, n_docs, doc_names, labels)  # 3
     # 4: zero entries carry no information: dropped; duplicates merged by summing.
-    doc_ids, word_ids, counts = E.sorted_entries(doc_ids, word_ids, counts, W, copy)
-    present = E.present_documents(doc_ids)
+    doc_ids, word_ids, counts = entries.sorted_entries(doc_ids, word_ids, counts, W, copy)
+    present = entries.present_documents(doc_ids)
     check_inferred_documents(n_docs, n_docs_from_ids, int(present.size))  # 5
     labels_m, label_names_t = labels_matrix(labels, label_names, n_docs)  # 6: per-document and per-word data
     modalities_a, modality_names_t = modalities_array(modalities, modality_names, W)
@@ -324,7 +324,7 @@ def list_entries(docs, vocab, kwargs: dict):
             raise CorpusError(f"the vocabulary mapping has no word for id {gaps[0]} (ids must be 0..{len(mapping) - 1})")
         vocab = [mapping[i] for i in range(len(mapping))]
     kwargs.setdefault("n_docs", n)
-    w_arr = E.as_numbers(w_list, "word id")
+    w_arr = entries.as_numbers(w_list, "word id")
     if vocab is None and kwargs.get("n_words") is None:
         kwargs["n_words"] = 0
         if w_arr.size:
@@ -341,5 +341,5 @@ def list_entries(docs, vocab, kwargs: dict):
                     )
                 kwargs["n_words"] = top + 1
             # otherwise from_entries names the bad id
-    return np.asarray(d_list, np.int64), w_arr, E.as_numbers(c_list, "count"), vocab, kwargs
+    return np.asarray(d_list, np.int64), w_arr, entries.as_numbers(c_list, "count"), vocab, kwargs
 

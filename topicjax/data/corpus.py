@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from topicjax.data import build
 from topicjax.data.splits import completion_tokens, completion_words
-from topicjax.data import entries as E
+from topicjax.data import entries
 from topicjax.data.entries import (  # noqa: F401 - published here, where users import them from
     INFERRED_SLACK,
     MAX_ID,
@@ -169,7 +169,7 @@ class Corpus:
         columns must be in the vocabulary's order, and a matrix for a fitted model must have its
         columns in the order of the model's vocabulary (a permutation is not detectable).
         """
-        d, w, c, (D, W) = E.dense_entries(matrix)
+        d, w, c, (D, W) = entries.dense_entries(matrix)
         return cls.from_entries(d, w, c, vocab=vocab, n_words=W, n_docs=D, **kwargs)
 
     @classmethod
@@ -184,7 +184,7 @@ class Corpus:
         if not sp.issparse(matrix):
             return cls.from_dense(matrix, vocab, **kwargs)
         D, W = matrix.shape
-        rows, cols, data = E.csr_entries(matrix)
+        rows, cols, data = entries.csr_entries(matrix)
         return cls.from_entries(rows, cols, data, vocab=vocab, n_words=W, n_docs=D, **kwargs)
 
     @classmethod
@@ -291,12 +291,12 @@ class Corpus:
     @cached_property
     def word_counts(self) -> np.ndarray:
         """Tokens per word over the whole corpus, ``int64 (n_words,)``."""
-        return _frozen(E.block_bincount(self.word_ids, self.n_words, self.counts))
+        return _frozen(entries.block_bincount(self.word_ids, self.n_words, self.counts))
 
     @cached_property
     def doc_frequency(self) -> np.ndarray:
         """Number of documents containing each word, ``int64 (n_words,)``."""
-        return _frozen(E.block_bincount(self.word_ids, self.n_words))
+        return _frozen(entries.block_bincount(self.word_ids, self.n_words))
 
     @cached_property
     def doc_offsets(self) -> np.ndarray:

@@ -11,9 +11,13 @@ package), and :func:`load_kos`, :func:`load_20newsgroups`, :func:`load_bbc_news`
 time.  They raise :class:`FileNotFoundError` when the data is absent (tests skip on it).
 
 >>> import topicjax as tj
->>> corpus, true_phi = tj.datasets.make_bars(n_docs=20, seed=1)
->>> corpus.n_words, true_phi.shape
-(25, (25, 10))
+>>> corpus, true_phi, true_theta = tj.datasets.make_bars(n_docs=20, seed=1)
+>>> corpus.n_words, true_phi.shape, true_theta.shape
+(25, (25, 10), (10, 20))
+
+Every generator returns the same :class:`SyntheticCorpus` ``(corpus, phi, theta)``: the corpus, the
+true Φ (words x topics) and the true Θ (topics x documents) it was drawn from
+(:func:`lda_corpus_parts`, which streams corpora too large to hold, returns the parts and Φ).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ __all__ = [
     "lda_corpus_parts",
     "SyntheticCorpus",
     "sample_lda_corpus",
+    "sample_ptm_corpus",
+    "SyntheticPTMCorpus",
     "bars_picture",
     "shared_data_dir",
     "load_kos",
@@ -64,13 +70,21 @@ def sample_lda_corpus(
     alpha: float = 1.0,
     seed: int = 0,
     vocab=None,
-) -> tuple[Corpus, np.ndarray]:
+) -> "SyntheticCorpus":
     """Sample a corpus from the LDA generative process with fixed topics ``phi`` (W x T).
 
-    ``doc_length`` is a fixed length or an inclusive ``(low, high)`` range.  Returns the corpus
-    and the true Θ (T x D).  Seeded: the same arguments give the same corpus.
+    ``doc_length`` is a fixed length or an inclusive ``(low, high)`` range.  Returns
+    ``SyntheticCorpus(corpus, phi, theta)``: the corpus, the topics it was drawn from (``phi`` as
+    a float64 array) and the true Θ (T x D, float64).  Seeded: the same arguments give the same
+    corpus.
+
+    >>> import numpy as np, topicjax as tj
+    >>> corpus, phi, theta = tj.datasets.sample_lda_corpus(np.full((4, 2), 0.25), 6, doc_length=5)
+    >>> corpus.n_docs, phi.shape, theta.shape
+    (6, (4, 2), (2, 6))
     """
     rng = np.random.default_rng(seed)
+    phi = np.asarray(phi, np.float64)
     W, T = phi.shape
     theta = rng.dirichlet(np.full(T, alpha), size=n_docs).T
     if isinstance(doc_length, tuple):
@@ -79,16 +93,19 @@ def sample_lda_corpus(
         lengths = np.full(n_docs, int(doc_length))
     pw = phi @ theta  # (W, D): p(w|d) of each document
     counts = np.stack([rng.multinomial(lengths[d], pw[:, d] / pw[:, d].sum()) for d in range(n_docs)])
-    return Corpus.from_dense(counts, vocab=vocab), theta
+    return SyntheticCorpus(Corpus.from_dense(counts, vocab=vocab), phi, theta)
 
 
 class SyntheticCorpus(NamedTuple):
-    """A corpus drawn from the LDA generative process, with the truth it was drawn from."""
+    """A corpus drawn from the LDA generative process, with the truth it was drawn from: what
+    :func:`make_bars`, :func:`sample_lda_corpus` and :func:`make_lda_corpus` return, so that
+    ``corpus, phi, theta = ...`` reads the same from each."""
 
     corpus: Corpus
     #: the true topics, ``(n_words, n_topics)``, columns summing to 1
     phi: np.ndarray
-    #: the true topic proportions, ``(n_topics, n_docs)`` float32, columns summing to 1
+    #: the true topic proportions, ``(n_topics, n_docs)``, columns summing to 1 (float64; float32
+    #: from :func:`make_lda_corpus`, whose Θ at NYTimes size would otherwise take 240 MB)
     theta: np.ndarray
 
 
@@ -220,8 +237,10 @@ def make_bars(
     doc_length: int = 100,
     alpha: float = 1.0,
     seed: int = 0,
-) -> tuple[Corpus, np.ndarray]:
-    """The bars corpus of Griffiths & Steyvers (2004).  Returns ``(corpus, true_phi)``.
+) -> SyntheticCorpus:
+    """The bars corpus of Griffiths & Steyvers (2004).  Returns ``SyntheticCorpus(corpus, phi,
+    theta)``: the corpus, the true Φ (``size * size`` words x ``2 * size`` bar topics) and the true
+    Θ (topics x ``n_docs``) of :func:`sample_lda_corpus`.
 
     Words are named ``"r{row}c{col}"`` after their pixel.
     """
@@ -230,8 +249,106 @@ def make_bars(
     alpha = check_number(alpha, "alpha", 0.0, low_open=True)
     phi = bars_topics(size)
     vocab = [f"r{i}c{j}" for i in range(size) for j in range(size)]
-    corpus, _ = sample_lda_corpus(phi, n_docs, doc_length=doc_length, alpha=alpha, seed=seed, vocab=vocab)
-    return corpus, phi
+    return sample_lda_corpus(phi, n_docs, doc_length=doc_length, alpha=alpha, seed=seed, vocab=vocab)
+
+
+class SyntheticPTMCorpus(NamedTuple):
+    """A corpus drawn from the parsimonious topic model, with the truth it was drawn from
+    (:func:`sample_ptm_corpus`).  The first three fields are :class:`SyntheticCorpus`'s."""
+
+    corpus: Corpus
+    #: every topic's word distribution, ``(n_words, n_topics)``: β_jn on its specific words,
+    #: the shared β_0n on the others (2014 sec. 3), columns summing to 1
+    phi: np.ndarray
+    #: the topic proportions α_jd v_jd, ``(n_topics, n_docs)``: zero where a topic is off
+    theta: np.ndarray
+    #: the shared model β_0, ``(n_words,)``
+    shared: np.ndarray
+    #: the word switches u, ``(n_topics, n_words)`` bool: True where a word is topic-specific
+    specific: np.ndarray
+
+
+def sample_ptm_corpus(
+    n_docs: int = 300,
+    *,
+    n_topics: int = 6,
+    n_words: int = 200,
+    n_specific: int = 5,
+    specific_mass: float = 0.6,
+    topics_per_doc: tuple[int, int] = (1, 2),
+    doc_length=200,
+    seed: int = 0,
+) -> SyntheticPTMCorpus:
+    """Sample a corpus from the parsimonious topic model's generative process (Soleimani &
+    Miller 2014, sec. 3): the data PTM is meant for, with known switches.
+
+    The shared model β_0 gives each of ``n_topics * n_specific`` *salient* words the probability
+    ``specific_mass / (n_topics * n_specific)`` and spreads the rest over the other words (a
+    Dirichlet(5) draw).  Topic ``j`` has ``2 * n_specific`` specific words (``u_jn = 1``): its own
+    ``n_specific`` salient words at twice their shared probability and the next topic's (``j + 1``,
+    cyclically) at zero, so that its probabilities sum to one as the model requires
+    (``Σ_n u_jn β_jn + (1 - u_jn) β_0n = 1``, eq. 5); every other word keeps its β_0n.  Each
+    salient word is thus doubled by one topic, absent from one and shared by the rest, and with
+    topics used equally often its expected corpus frequency is β_0n: the shared model estimated
+    from the global frequencies (eq. 11) estimates the true one.  Each document draws its number
+    of topics uniformly from the inclusive range ``topics_per_doc``, the topics uniformly without
+    replacement (the switches v_jd), their proportions α from a flat Dirichlet, then
+    ``doc_length`` tokens (a fixed length or an inclusive ``(low, high)`` range), each from a
+    topic drawn by α and a word drawn from that topic.
+
+    Returns :class:`SyntheticPTMCorpus` ``(corpus, phi, theta, shared, specific)``.  Seeded: the
+    same arguments give the same corpus.  Raises ``ValueError`` naming the parameter: fewer than
+    2 topics, a vocabulary without room for the salient words and one shared word
+    (``n_words <= n_topics * n_specific``), ``specific_mass`` outside (0, 1), a ``topics_per_doc``
+    range outside ``1..n_topics``.
+
+    >>> import topicjax as tj
+    >>> data = tj.datasets.sample_ptm_corpus(20, n_topics=3, n_words=30, n_specific=2, seed=1)
+    >>> data.corpus.n_docs, data.phi.shape, data.specific.sum(1).tolist()
+    (20, (30, 3), [4, 4, 4])
+    """
+    n_docs, n_topics, n_words, n_specific = (
+        check_int(v, name, low) for v, name, low in
+        ((n_docs, "n_docs", 1), (n_topics, "n_topics", 2), (n_words, "n_words", 2), (n_specific, "n_specific", 1)))
+    pool = n_topics * n_specific
+    if n_words <= pool:
+        raise ValueError(f"n_words must exceed n_topics * n_specific = {pool} (the salient words) to leave shared "
+                         f"words, got {n_words}")
+    specific_mass = check_number(specific_mass, "specific_mass", 0.0, 1.0, low_open=True)
+    if specific_mass == 1.0:  # the shared words would have no probability: nothing would be shared
+        raise ValueError("specific_mass must be a number > 0.0 and < 1.0, got 1.0")
+    if not (isinstance(topics_per_doc, tuple) and len(topics_per_doc) == 2):
+        raise ValueError(f"topics_per_doc must be a (low, high) tuple, got {topics_per_doc!r}")
+    low, high = (check_int(v, "topics_per_doc", 1, n_topics) for v in topics_per_doc)
+    if low > high:
+        raise ValueError(f"topics_per_doc must be (low, high) with low <= high, got {topics_per_doc!r}")
+    if isinstance(doc_length, tuple):
+        lengths_range = tuple(check_int(v, "doc_length", 1) for v in doc_length)
+        if len(lengths_range) != 2 or lengths_range[0] > lengths_range[1]:
+            raise ValueError(f"doc_length must be a length or a (low, high) range with low <= high, got {doc_length!r}")
+    else:
+        lengths_range = (check_int(doc_length, "doc_length", 1),) * 2
+    rng = np.random.default_rng(seed)
+    shared = np.empty(n_words)
+    shared[:pool] = specific_mass / pool
+    shared[pool:] = (1.0 - specific_mass) * rng.dirichlet(np.full(n_words - pool, 5.0))
+    phi = np.repeat(shared[:, None], n_topics, axis=1)
+    specific = np.zeros((n_topics, n_words), bool)
+    for j in range(n_topics):
+        own = slice(j * n_specific, (j + 1) * n_specific)
+        nxt = (j + 1) % n_topics
+        absent = slice(nxt * n_specific, (nxt + 1) * n_specific)
+        phi[own, j], phi[absent, j] = 2.0 * shared[own], 0.0
+        specific[j, own] = specific[j, absent] = True
+    theta = np.zeros((n_topics, n_docs))
+    lengths = rng.integers(lengths_range[0], lengths_range[1] + 1, size=n_docs)
+    counts = np.empty((n_docs, n_words), np.int64)
+    for d in range(n_docs):
+        on = rng.choice(n_topics, size=rng.integers(low, high + 1), replace=False)
+        theta[on, d] = rng.dirichlet(np.ones(on.size))
+        p = phi @ theta[:, d]
+        counts[d] = rng.multinomial(lengths[d], p / p.sum())
+    return SyntheticPTMCorpus(Corpus.from_dense(counts), phi, theta, shared, specific)
 
 
 def bars_picture(column: np.ndarray, size: int | None = None) -> list[str]:
@@ -285,9 +402,13 @@ def load_20newsgroups(
     n_docs: int | None = None,
     seed: int = 0,
     strip_headers: bool = True,
+    folder=None,
     **vectorizer_kwargs,
 ) -> Corpus:
     """20 Newsgroups (bydate) read from the shared tarball, tokenised with CountVectorizer.
+
+    ``folder``: a folder of the same layout (``index.tsv`` and ``20news-bydate.tar.gz``) to read
+    instead of the shared one (the command line reads such a folder given as its corpus).
 
     ``subset`` is ``"train"``, ``"test"`` or ``"all"``; ``n_docs`` takes a seeded random sample of
     that many posts.  Headers (the lines before the first blank line) are removed by default, as
@@ -302,7 +423,7 @@ def load_20newsgroups(
         raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
     if n_docs is not None and (int(n_docs) != n_docs or n_docs < 1):
         raise ValueError(f"n_docs must be a positive integer or None, got {n_docs!r}")
-    folder = _shared("20newsgroups")
+    folder = _shared("20newsgroups") if folder is None else Path(folder)
     rows = []
     with open(folder / "index.tsv", encoding="utf-8") as fh:
         header = fh.readline().rstrip("\n").split("\t")

@@ -28,16 +28,14 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from topicjax.core.errors import CorpusError  # noqa: F401 - owned by core (which raises it too), published here
+
 __all__ = ["BLOCK", "CorpusError", "CorpusWarning", "MAX_ID", "MAX_PLACEHOLDER_WORDS", "INFERRED_SLACK",
            "inferred_size_limit", "first_missing", "Entries", "dense_entries", "csr_entries", "as_numbers", "integer_ids", "checked_counts", "check_word_range", "sorted_entries",
            "present_documents", "renumber", "block_bincount"]
 
 #: entries per block of the blockwise passes (bounds their temporaries to about ten MB)
 BLOCK = 1 << 20
-
-
-class CorpusError(ValueError):
-    """Invalid corpus content; the message names the document, line or value that is wrong."""
 
 
 class CorpusWarning(UserWarning):

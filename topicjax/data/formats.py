@@ -2,67 +2,32 @@
 (``read_uci`` is ``Corpus.from_uci``...): it parses with :mod:`topicjax.data.readers` and ends in
 :meth:`Corpus.from_entries`.
 
-Formats
--------
-UCI bag of words (:func:`read_uci`, :func:`write_uci`)
-    ``docword.NAME.txt[.gz]``: three header lines ``D``, ``W``, ``NNZ``, then ``NNZ`` lines
-    ``docID wordID count`` with 1-based ids; ``vocab.NAME.txt``: line ``k`` is word ``k``.
-    The header is checked against the content (ids in range, exactly ``NNZ`` entries, so a
-    truncated file is an error).
-Vowpal Wabbit text, as used by BigARTM (:func:`read_vw`, :func:`write_vw`)
-    one document per line, ``doc_name word word:3 |@default_class word |@tag t1 t2``: the first
-    token names the document, ``|name`` opens a namespace, which becomes a *modality* of the
-    corpus (:attr:`Corpus.modalities`, :attr:`Corpus.modality_names`); tokens before the first
-    ``|`` and tokens of a namespace without a name belong to ``"@default_class"``.  Document labels
-    are the namespace ``@labels``: :func:`write_vw` writes them there and :func:`read_vw` reads
-    them back by default, so what one writes the other reads back identically.
-lda-c (:func:`read_ldac`, :func:`write_ldac`)
-    one document per line, ``N id:count id:count ...`` with ``N`` pairs and 0-based word ids
-    (the format of Blei's lda-c and of the PTM reference code); the vocabulary is a separate file,
-    one word per line.
-Raw text (:func:`read_texts`, :func:`read_text_folder`)
-    tokenised by scikit-learn's ``CountVectorizer`` (stop words, ``min_df``, ``max_df``...).
-A table of documents (:func:`read_tsv`)
-    one document per line, ``text[<TAB>partition]<TAB>label`` (OCTIS's ``corpus.tsv``), the
-    words tokenised by a vocabulary file beside it or by ``CountVectorizer``; read only when asked.
+* :func:`read_uci`, :func:`write_uci`: UCI bag of words, ``docword.NAME.txt[.gz]`` (header
+  ``D``, ``W``, ``NNZ``, then ``docID wordID count`` lines, 1-based) and ``vocab.NAME.txt``;
+* :func:`read_vw`, :func:`write_vw`: Vowpal Wabbit text as BigARTM writes it, one document per
+  line, namespaces as modalities, labels in ``@labels``; a word ``w`` of a modality ``m`` other
+  than :data:`DEFAULT_MODALITY` has the vocabulary key ``"m|w"`` (:func:`vw_token` splits it);
+* :func:`read_ldac`, :func:`write_ldac`: lda-c, ``N id:count ...`` with 0-based ids, the
+  vocabulary in a separate file;
+* :func:`read_texts`, :func:`read_text_folder`: raw text through scikit-learn's
+  ``CountVectorizer``;
+* :func:`read_tsv`: a table ``text[<TAB>partition]<TAB>label`` (OCTIS's ``corpus.tsv``), read
+  only when asked;
+* :func:`read_corpus`: the reader chosen from the form of a path (``topicjax fit CORPUS``) or
+  named by ``format=`` (one of :data:`FORMATS`).  A folder is read as text documents only when it
+  holds files of a known kind (:data:`~topicjax.data.readers.texts.TEXT_SUFFIXES`: ``*.txt``,
+  ``*.text``, names without a suffix; other files are skipped with a warning) and no table
+  (``*.tsv``, ``*.csv``, ``*.json``, ``*.jsonl``; then it is a :class:`CorpusError` asking for
+  ``format="tsv"``).
 
-:func:`read_corpus` chooses the reader from the form of a path (used by ``topicjax fit CORPUS``),
-or takes the one named by ``format=``.  A folder is read as text documents only when it holds
-files of a known kind (:data:`~topicjax.data.readers.texts.TEXT_SUFFIXES`: ``*.txt``,
-``*.text``, names without a suffix; other files are skipped with a warning) and no table
-(``*.tsv``, ``*.csv``, ``*.json``, ``*.jsonl``): a folder such as OCTIS's ``corpus.tsv`` +
-``vocabulary.txt`` is a :class:`CorpusError` saying to ask for ``format="tsv"``, not four "text
-documents".
+Raises: bad content is a :class:`~topicjax.data.corpus.CorpusError` (a ``ValueError``) whose one
+line starts with the file and line and names the document and the value; nothing is clipped or
+dropped silently (documents without tokens are an error unless ``empty_docs="drop"``); no reader
+allocates in proportion to a number it has not checked against the data.
 
-Vocabulary keys of a multimodal (VW) corpus
--------------------------------------------
-:class:`Corpus` needs distinct vocabulary strings, but the same word may occur in two modalities
-(a word ``"sport"`` of the text and a tag ``"sport"``), and these must be two vocabulary entries.
-The rule is: the key of a word of modality ``"@default_class"`` is the word itself; the key of a
-word ``w`` of any other modality ``m`` is ``"m|w"``.  ``|`` cannot occur inside a VW token or a
-namespace name, so keys never collide, and :func:`write_vw` strips the prefix again.
-:func:`vw_token` splits a key back into ``(modality, word)``.  A corpus whose words are all in
-``"@default_class"`` is read with ``modalities=None`` (a plain bag of words).
-
-Errors
-------
-Bad content raises :class:`~topicjax.data.corpus.CorpusError` (a ``ValueError``) whose one-line
-message starts with the file and line and names the document and the offending value, e.g.
-``docword.kos.txt, line 17: document 1: word id 7000 is outside 1..6906 (W in the header)``.
-A compressed file that ends early is reported as truncated.  Nothing is silently clipped or
-dropped: documents without tokens are an error unless ``empty_docs="drop"`` (then counted in
-:attr:`Corpus.dropped_docs`).
-
-Size limits
------------
-No reader allocates in proportion to a number it has not checked against the data: a UCI
-header's ``D`` and ``W`` are at most int32 and ``D`` at most
-:func:`~topicjax.data.corpus.inferred_size_limit` of the documents that have entries; a vocabulary
-inferred from lda-c ids is bounded the same way by the distinct ids (else an error naming the
-line, asking for the vocabulary); ids are never renumbered.  Integers are ASCII digits with an
-optional sign (``1_000`` and digits of other scripts are refused).  Lines end at ``\\n`` only
-(:func:`split_lines`).  VW files may repeat a document name: the documents are kept and a
-:class:`~topicjax.data.corpus.CorpusWarning` names the first repetition.
+Each format in full, the vocabulary keys of a multimodal corpus, the errors and the size limits:
+``docs/guides/internals.md``, "Corpus files: formats, keys, errors and limits"; their use:
+``docs/corpus.md``.
 
 >>> import tempfile, os, topicjax as tj
 >>> c = tj.Corpus.from_entries([0, 0, 1], [0, 2, 1], [2, 1, 3], vocab=["a", "b", "c"])

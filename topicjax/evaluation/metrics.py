@@ -34,10 +34,9 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from topicjax.core import em, layout
+from topicjax.core import foldin, layout
 from topicjax.core.validation import check_int
 from topicjax.data.corpus import Corpus
-from topicjax.regularizers import as_regularizer
 
 __all__ = [
     "log_likelihood",
@@ -129,8 +128,7 @@ def fold_in(phi, observed: Corpus, *, n_iter: int = 30) -> np.ndarray:
     if phi.shape[0] != observed.n_words:
         raise ValueError(f"phi has {phi.shape[0]} words but the corpus has {observed.n_words}")
     data = layout.prepare(observed, with_doc=False, word_mirror=False)  # Θ only: no ∂L/∂Φ to reduce by word
-    return np.asarray(em.infer_theta(np.asarray(phi, np.float32), data, observed.n_docs, as_regularizer(None),
-                                     n_iter=n_iter))
+    return np.asarray(foldin.fold_in(np.asarray(phi, np.float32), data, observed.n_docs, n_iter=n_iter))
 
 
 def _check_pair(observed: Corpus, heldout: Corpus):

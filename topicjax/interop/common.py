@@ -40,6 +40,9 @@ def topic_word_matrix(model) -> np.ndarray:
         raise ValueError(f"the topics have shape {m.shape}, expected (n_topics, {len(model.vocab_)} words)")
     if not np.all(np.isfinite(m)) or np.any(m < 0):
         raise ValueError("the topics hold negative or non-finite probabilities")
+    live = getattr(model, "topic_live_", None)  # a topic without tokens (LIDA: its prior alone) is empty too
+    if live is not None and np.shape(live) == (m.shape[0],):
+        m[~np.asarray(live, bool)] = 0.0
     s = m.sum(1, keepdims=True)
     return np.divide(m, s, out=np.zeros_like(m), where=s > 0)
 

@@ -73,7 +73,7 @@ def make_blocks(n_d, word, block_tokens: int, lanes: int | None = None, max_lane
         members_a = np.full((nb, int(np.diff(first).max())), D, np.int32)
         for b in range(nb):
             members_a[b, :first[b + 1] - first[b]] = docs[first[b]:first[b + 1]]
-        return Blocks(None, None, None, None, jnp.asarray(members_a), jnp.asarray(0, jnp.int32))
+        return Blocks(None, None, None, None, jax.device_put(members_a), jax.device_put(np.int32(0)))
     lane = np.zeros(D, np.int64)
     pos = np.zeros(D, np.int64)
     loc = np.zeros(D, np.int64)

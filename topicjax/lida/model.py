@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.core import driver
-from topicjax.core import validation as V
+from topicjax.core.compiled import jit
+from topicjax.core import validation
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
@@ -53,6 +54,19 @@ def _chain_from_host(host: dict, cfg: Config) -> _Chain:
     cfg = replace(cfg, n_topics=int(host["n_topics"]), n_rows=int(host["n_rows"]))
     avg = None if host["avg"] is None else Averages(**{f: jnp.asarray(host["avg"][f]) for f in Averages._fields})
     return _Chain(state, cfg, avg, {h: list(v) for h, v in host["trace"].items()})
+
+
+@jit
+def _chain_keys(key):
+    """``(transform seed, init key, hyperparameter key, chain key)`` of a fit's key, in one
+    program: the transform's seed is apart from the chain's keys."""
+    k_tr = jax.random.fold_in(key, 0x7E57)
+    k_init, k_hyp, chain = jax.random.split(key, 3)
+    return jax.random.bits(k_tr, (), jnp.uint32), k_init, k_hyp, chain
+
+
+#: ``jax.random.fold_in`` compiled once (a sweep's key from the chain's key and its number)
+_fold_in = jit(jax.random.fold_in)
 
 
 class LIDA(TopicModelBase):
@@ -119,10 +133,14 @@ class LIDA(TopicModelBase):
     ``topic_slots_`` (their slots), ``theta_bar_`` (T x D) and ``phi_bar_`` (W x T) masks of the
     last sample, ``phi_assigned_`` (W x T, n_vk > 0) and ``theta_assigned_`` (T x D, n_kd > 0): the
     words and documents holding tokens of each topic in the last sample, ``doc_freq_`` (documents
-    per topic), ``n_topics_``, ``hyper_trace_`` (one list per
+    per topic), ``n_topics_`` (the live topics: those holding tokens in the last sample; a column
+    of ``phi_`` without any, e.g. an FTM topic active in documents that gave it none of their
+    tokens, is the prior alone and is marked in ``topic_live_`` / ``empty_topics_`` and left out
+    by ``top_words``), ``hyper_trace_`` (one list per
     hyperparameter, one value per sweep), ``history_`` (one record per sweep: ``iteration``
     (1, 2, ...), ``objective`` = ln p(w | z, Φ̄, β) of the sample
-    (:func:`~topicjax.lida.evaluate.collapsed_loglik`), ``n_topics`` (live topics), ``seconds``,
+    (:func:`~topicjax.lida.evaluate.collapsed_loglik`), ``n_topics`` (live topics: holding
+    tokens), ``seconds``,
     and every ``eval_every`` sweeps ``log_likelihood`` / ``perplexity`` of ln p(w | Φ̂, Θ̂)),
     ``n_iter_``, ``n_components_`` (final K_max), ``components_`` (T x W; rows sum to one except
     with the infinite vocabulary, where the missing mass belongs to unobserved words),
@@ -149,29 +167,29 @@ class LIDA(TopicModelBase):
     _meta_required = ("hyper_", "hyper_trace_", "history_", "n_iter_", "n_topics_", "n_components_",
                       "n_train_docs_", "transform_seed_")
     _constraints = {
-        "variant": V.one_of(*VARIANTS),
-        "sampler": V.one_of(*MODES),
-        "burn_in": V.optional(V.integer(0)),
-        "tokens_per_block": V.optional(V.integer(1)),
-        "mh_steps": V.optional(V.integer(0)),
-        "init_topics": V.optional(V.integer(1)),
-        **{h: V.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
-        "delta": V.number(),
-        "xi": V.number(),
+        "variant": validation.one_of(*VARIANTS),
+        "sampler": validation.one_of(*MODES),
+        "burn_in": validation.optional(validation.integer(0)),
+        "tokens_per_block": validation.optional(validation.integer(1)),
+        "mh_steps": validation.optional(validation.integer(0)),
+        "init_topics": validation.optional(validation.integer(1)),
+        **{h: validation.number(0.0, low_open=True) for h in ("alpha", "beta", "eta", "gamma")},
+        "delta": validation.number(),
+        "xi": validation.number(),
         "sigma": discount,
         "zeta": discount,
-        "sample_hyper": V.boolean(),
+        "sample_hyper": validation.boolean(),
         "fixed_hyper": hyper_names,
         "eta_prior": gamma_prior,
         "gamma_prior": gamma_prior,
-        "vocabulary": V.one_of("finite", "infinite"),
-        "n_phantom": V.optional(V.integer(0)),
-        "hyper_start": V.optional(V.integer(0)),
-        "grow": V.one_of("auto", "error"),
-        "transform_iter": V.integer(1),
-        "eval_every": V.integer(0),
-        "init": V.one_of("random", "ibp"),
-        "progress": V.boolean(),
+        "vocabulary": validation.one_of("finite", "infinite"),
+        "n_phantom": validation.optional(validation.integer(0)),
+        "hyper_start": validation.optional(validation.integer(0)),
+        "grow": validation.one_of("auto", "error"),
+        "transform_iter": validation.integer(1),
+        "eval_every": validation.integer(0),
+        "init": validation.one_of("random", "ibp"),
+        "progress": validation.boolean(),
     }
 
     _formerly_first = "variant"
@@ -341,8 +359,7 @@ class LIDA(TopicModelBase):
         cfg = self._config(corpus, K, W + n_phantom)
         init_topics = self.init_topics or (K if self.variant in ("lda", "sstm") else min(K, 20))
         hyper = {h: getattr(self, h) for h in HYPER}
-        k_tr = jax.random.fold_in(key, 0x7E57)  # the transform's seed, apart from the chain's keys
-        k_init, k_hyp, key = jax.random.split(key, 3)
+        seed_tr, k_init, k_hyp, key = _chain_keys(key)
         state = init_state(k_init, tokens, cfg, hyper, init_topics, theta_init)
         burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
         hyper_start = self.max_iter // 4 if self.hyper_start is None else int(self.hyper_start)
@@ -352,7 +369,7 @@ class LIDA(TopicModelBase):
             sweep runs out), the hyperparameters, the posterior sums and the history record."""
             state, cfg, avg, trace = chain
             it = iteration - 1  # the sweep's index: its key is folded from it, so a resumed chain draws the same
-            k_it = jax.random.fold_in(key, it)
+            k_it = _fold_in(key, it)
             while True:
                 # without activations nothing can overflow, so the old state is not needed
                 new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
@@ -375,10 +392,11 @@ class LIDA(TopicModelBase):
                     avg = self._grow_avg(avg, cfg)
             state = new
             if it >= hyper_start:
-                state = hyper_update(state, jax.random.fold_in(k_hyp, it), cfg, tokens)
+                state = hyper_update(state, _fold_in(k_hyp, it), cfg, tokens)
             trace = {h: trace[h] + [float(getattr(state, h))] for h in HYPER}
-            rec = {"objective": collapsed_loglik(state, cfg),
-                   "n_topics": int(jnp.sum(jnp.any(state.theta_bar, axis=0)))}
+            # a topic is live while it holds tokens: an FTM/LIDA slot can stay active in documents
+            # (theta_bar) with none, its Φ then the prior alone (issue 45)
+            rec = {"objective": collapsed_loglik(state, cfg), "n_topics": int(np.count_nonzero(np.asarray(state.n_k)))}
             evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
             if it >= burn_in or evaluate:
                 means = sample_means(state, cfg)
@@ -398,14 +416,7 @@ class LIDA(TopicModelBase):
             postfix=lambda c, rec: {"topics": rec["n_topics"], "alpha": f"{c.trace['alpha'][-1]:.3g}"},
             checkpoint=None if ckpt is None else ckpt.run("fit"), to_host=_chain_to_host,
             from_host=lambda host, c: _chain_from_host(host, c.cfg))
-        state, cfg, avg, trace = chain
-        self._finish(state, avg, cfg, corpus)
-        self.hyper_trace_ = trace
-        self.history_ = history
-        self.n_iter_ = self.max_iter
-        self.transform_seed_ = int(jax.random.bits(k_tr, (), jnp.uint32))
-        self.state_, self.config_, self.tokens_ = state, cfg, tokens
-        self._set_components()
+        self._set_fitted(chain, history, corpus, tokens, int(seed_tr))
         return self
 
     def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
@@ -428,8 +439,9 @@ class LIDA(TopicModelBase):
     @staticmethod
     def _zero_avg(cfg: Config) -> Averages:
         K = cfg.n_topics
-        return Averages(jnp.zeros((cfg.n_words, K), jnp.float32), jnp.zeros((cfg.n_docs, K), jnp.float32),
-                        jnp.zeros((K,), jnp.int32))
+        put = jax.device_put  # transfers of host zeros; jnp.zeros compiles a program per shape
+        return Averages(put(np.zeros((cfg.n_words, K), np.float32)), put(np.zeros((cfg.n_docs, K), np.float32)),
+                        put(np.zeros((K,), np.int32)))
 
     @staticmethod
     def _grow_avg(avg: Averages, cfg: Config) -> Averages:
@@ -437,7 +449,17 @@ class LIDA(TopicModelBase):
         return Averages(jnp.pad(avg.phi_sum, ((0, 0), (0, dk))), jnp.pad(avg.theta_sum, ((0, 0), (0, dk))),
                         jnp.pad(avg.n, (0, dk)))
 
-    def _finish(self, state: State, avg: Averages, cfg: Config, corpus: Corpus):
+    def _set_fitted(self, chain: _Chain, history: list, corpus: Corpus, tokens, transform_seed: int) -> None:
+        """Every fitted attribute, the one place they are written (:meth:`fit`, and so each chain
+        of :meth:`fit_many`): from the final ``chain`` (its last sample, posterior sums, K_max and
+        hyperparameter trace), the driver's ``history`` (one record per sweep), the training
+        ``corpus`` and its ``tokens``, and the seed of :meth:`transform`'s sampler."""
+        state, cfg, avg, trace = chain
+        self.hyper_trace_ = trace
+        self.history_ = history
+        self.n_iter_ = self.max_iter
+        self.transform_seed_ = transform_seed
+        self.state_, self.config_, self.tokens_ = state, cfg, tokens
         if avg is None:
             avg = accumulate(None, state, cfg)
         n = np.asarray(avg.n)
@@ -456,14 +478,16 @@ class LIDA(TopicModelBase):
         self.phi_assigned_ = np.asarray(state.n_wk)[: cfg.n_words][:, slots] > 0
         self.theta_assigned_ = np.asarray(state.n_dk)[:, slots].T > 0
         self.doc_freq_ = self.theta_bar_.sum(1).astype(np.int64)
-        self.n_topics_ = int(slots.size)
+        self.n_topics_ = int(np.count_nonzero(self.phi_assigned_.any(0)))  # live: holding tokens
         self.n_components_ = int(cfg.n_topics)
         self.n_train_docs_ = int(corpus.n_docs)
         self.hyper_ = {h: float(getattr(state, h)) for h in HYPER}
         self.hyper_.update(sigma=float(self.sigma), zeta=float(self.zeta))
+        self._set_components()
 
     def _saved_sizes(self) -> dict:
-        # T is the number of live topics (n_topics_), bound by phi_ and checked against n_topics_
+        # T is the number of averaged topics (columns of phi_), bound by phi_; the live ones among
+        # them (n_topics_) are checked against phi_assigned_ in load
         return {"W": len(self.vocab_)}
 
     @classmethod
@@ -474,10 +498,14 @@ class LIDA(TopicModelBase):
         for name in ("fixed_hyper", "eta_prior", "gamma_prior"):
             setattr(model, name, tuple(getattr(model, name)))
         sizes = model._load_sizes
-        for name, size in (("n_topics_", "T"), ("n_train_docs_", "D")):
-            if getattr(model, name) != sizes[size]:
+        live = int(np.count_nonzero(np.asarray(model.phi_assigned_).any(0)))
+        # a save of an older version counted every averaged topic (T) as live: read it as the live ones
+        for name, size, older in (("n_topics_", live, sizes["T"]), ("n_train_docs_", sizes["D"], None)):
+            if getattr(model, name) not in (size, older):
                 raise SavedModelError(f"{path}: meta.json field {name!r} is {getattr(model, name)}, but the arrays "
-                                      f"hold {sizes[size]}")
+                                      f"hold {size}" + (" live topics (topics holding tokens in phi_assigned_)"
+                                                        if name == "n_topics_" else ""))
+        model.n_topics_ = live
         if model.n_components_ < model.n_topics_:
             raise SavedModelError(f"{path}: meta.json field 'n_components_' is {model.n_components_}, fewer than "
                                   f"n_topics_ = {model.n_topics_}")
@@ -519,13 +547,19 @@ class LIDA(TopicModelBase):
         return theta
 
     def transform(self, X, empty_docs="keep"):
-        """Topic proportions (46) of documents, ``(n_docs, n_topics_)``, by the document-completion
-        sampler (Φ fixed, ``transform_iter`` sweeps): a sampler, so the proportions of a document
-        depend on the other documents of the call (their tokens share the random numbers).
+        """Topic proportions (46) of documents, ``(n_docs, T)`` over the columns of ``phi_``, by the
+        document-completion sampler (Φ fixed, ``transform_iter`` sweeps): a sampler, so the
+        proportions of a document depend on the other documents of the call (their tokens share the
+        random numbers).
         ``empty_docs``: documents without tokens get the proportions of no evidence
         (:func:`~topicjax.lida.evaluate.no_evidence`; ``"keep"``), are left out (``"drop"``) or
         are an error (``"error"``)."""
         return self._transform_docs(X, empty_docs, lambda c: self._theta_new(c).T)
+
+    def _topic_live(self) -> np.ndarray:
+        # Φ is smoothed: a topic without tokens still has a column, the prior alone (in FTM, a slot
+        # active in documents with none of their tokens); live are the topics holding tokens
+        return np.asarray(self.phi_assigned_).any(0)
 
     def _known_words(self) -> np.ndarray:
         # Φ is smoothed (every word has probability in every topic): the words the model learned

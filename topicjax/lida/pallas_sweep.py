@@ -2,53 +2,21 @@
 inside one kernel program with the document's counts on chip (``TOPICJAX_LIDA=pallas``; the default
 on a GPU).
 
-It computes what :func:`topicjax.lida.parallel.assign_parallel` (``mh_steps = 0``) and the compiled
-CPU kernel (:mod:`topicjax.lida.kernel`) compute, on the same state and with the same uniforms, for
-every variant (LDA, FTM, SSTM, LIDA; finite or infinite vocabulary).
+:func:`assign_pallas` computes what :func:`topicjax.lida.parallel.assign_parallel`
+(``mh_steps = 0``) and the compiled CPU kernel (:mod:`topicjax.lida.kernel`) compute, on the same
+state and with the same uniforms, for every variant (LDA, FTM, SSTM, LIDA; finite or infinite
+vocabulary): within a document every token is resampled by eq. (35)-(38) from counts updated
+token by token; the documents of one block are sampled at once and see the word counts of the
+block's start plus their own changes (the AD-LDA approximation of the other parallel sweeps).
+The draws equal the XLA sweep's except where float32 sums taken in another order round across a
+draw's boundary.  On CPU the kernels run in Pallas interpret mode (slow: for tests); on a GPU
+they lower through Triton.
 
-**What is exact.**  The documents are visited in the blocks of :mod:`topicjax.lida.layout`.  Within
-a document, every token is resampled by eq. (35)-(38) from the document's counts n_kd updated token
-by token, its own changes to n_k, and its own changes to n_vk (a later token of the same word sees
-the new topic of an earlier one: the tokens of a word are consecutive within a document); the
-token's own assignment is removed first.  The conditional is restricted to the topics active in
-the document (θ̄_kd = 1, FTM/LIDA) and, for SSTM/LIDA, to the topics in which the word is active
-(φ̄_vk = 1); its denominator is φ̄_·k β + n_k (SSTM/LIDA) or W β + n_k.  With one document per block
-this is the exact collapsed Gibbs sweep, document by document.
+The state must be one of the sampler's (ids and topics in range, every token's topic active for
+it): unlike the CPU kernel, these kernels do not check ids.
 
-**What is shared, and stale.**  The documents of one block are sampled at the same time (one kernel
-program each) and see n_vk and n_k **as they were at the start of the block**, plus their own
-changes, not the changes that the other documents of the block make meanwhile: the AD-LDA
-approximation of the CPU kernel and of the XLA parallel sweep, exactly (:mod:`topicjax.lida.parallel`
-describes its effect and the tests that bound it).  Counts are merged after every block, so they
-always equal the assignments between blocks.
-
-**How.**  Per block, two ``pallas_call`` s with one program per document of the block:
-
-1. *sample*: the program loads its document's row of n_kd (all ``Kp`` topic slots, K rounded up
-   to a power of two) into registers and loops over the document's tokens: it reads the word's row
-   of the block-start n_vk, forms the conditional over the ``Kp`` slots (zero outside the active
-   ones), draws by inverse CDF with the uniform ``token_uniform(token id, seed, 0)`` of
-   :mod:`topicjax.lida.draw` (the uniforms of the XLA sweep and of the CPU kernel), and writes the
-   new topic to a second assignment buffer.  At the end it writes its n_kd row and adds its
-   changes to n_k with one vector atomic (the draws read n_k through a copy made before the call).
-2. *merge*: the program walks its document's tokens again and moves each changed token's count
-   of n_vk with two integer atomics (documents of a block share words).  Integer adds commute, so
-   the counts do not depend on the order of the programs.
-
-A sweep is therefore a loop over the blocks of two kernel launches and a few small XLA operations
-each (KOS with the estimator's blocks: 16 blocks), not a loop step per token.  Per token a program
-does O(Kp) work in registers (the full slot range: with topic masks and few active topics per
-document that is more than the XLA sweep's active lists, but no gather).
-
-The draws equal the XLA sweep's where the float32 sums round alike: the inverse CDF runs over the
-``Kp`` slots (zeros outside the active ones) where the XLA sweep runs over the active list, and
-cumulative sums in a different association can differ in the last bit, which changes a draw only
-when its uniform falls within that rounding of a boundary.
-
-On CPU the kernels run in Pallas interpret mode (slow: for tests); on a GPU they lower through
-Triton (the lowering for CUDA is tested without a GPU).  The state must be one of the sampler's
-(ids and topics in range, every token's topic active for it): unlike the CPU kernel, these kernels
-do not check ids.
+How (what is exact, what is shared, the two ``pallas_call`` s per block):
+``docs/guides/internals.md``, "LIDA: the parallel sweep as Pallas kernels".
 """
 
 from __future__ import annotations
@@ -83,7 +51,7 @@ def _warps(kp: int) -> int:
 
 def _sample_kernel(docs_ref, word_ref, start_ref, z_ref, nwk_ref, nkden_ref, par_ref, seed_ref, *refs,
                    n_topics: int, n_docs: int, focused: bool, sparse: bool):
-    """One document: its tokens resampled in order (see the module docstring, step 1)."""
+    """One document: its tokens resampled in order (``docs/guides/internals.md``, Pallas sweep, step 1)."""
     refs = list(refs)
     theta_ref = refs.pop(0) if focused else None
     phi_ref = refs.pop(0) if sparse else None
@@ -131,7 +99,7 @@ def _sample_kernel(docs_ref, word_ref, start_ref, z_ref, nwk_ref, nkden_ref, par
 
 
 def _merge_kernel(docs_ref, word_ref, start_ref, z_ref, znew_ref, _nwk_in, nwk_ref, *, n_docs: int):
-    """One document: its changed tokens moved in n_vk (module docstring, step 2)."""
+    """One document: its changed tokens moved in n_vk (``docs/guides/internals.md``, Pallas sweep, step 2)."""
     d = docs_ref[pl.program_id(0)]
 
     @pl.when(d < n_docs)

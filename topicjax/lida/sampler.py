@@ -15,6 +15,13 @@
   (total variation) from the posterior, on KOS LDA(100) it loses 0.04-0.05 nats of held-out
   log-perplexity after 150 sweeps and drifts α to 0.13 instead of 0.053.  The per-token draw is
   the dense categorical (``mh_steps=0``) or ``mh_steps`` MH steps with the cycle proposals.
+
+The family's algorithm module has the names every family's has, :data:`State`, :func:`init`
+(:func:`~topicjax.lida.state.init_state`) and :func:`step` (:func:`sweep`), but no ``ALGORITHM``:
+a chain changes its shapes between sweeps (K_max and the phantom rows grow), so it runs under the
+host loop :func:`topicjax.core.driver.run_host`, not as a compiled
+:class:`~topicjax.core.driver.Algorithm`; that loop (growth, hyperparameters, posterior sums) is
+``LIDA.fit``'s.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ from . import kernel, pallas_sweep
 from .draw import inverse_cdf, mix32, uniform_from_bits
 from .masks import topic_step, word_step
 from .parallel import assign_parallel, denominator
-from .state import Config, State, Tokens, pow2
+from .state import Config, State, Tokens, init_state, pow2
 from topicjax.core.compiled import jit
 
-__all__ = ["sweep", "assign_exact", "assign_stale", "mask_step"]
+__all__ = ["sweep", "assign_exact", "assign_stale", "mask_step", "State", "init", "step"]
 
 
 def assign_exact(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar):
@@ -242,3 +249,9 @@ def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, b
         out = assign_parallel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar, n_active)
     z, n_dk, n_wk, n_k = out
     return state._replace(z=z, n_dk=n_dk, n_wk=n_wk, n_k=n_k)
+
+
+#: The initial state of a chain: :func:`~topicjax.lida.state.init_state`.
+init = init_state
+#: One sweep of Algorithm 1 without the hyperparameters: :func:`sweep`.
+step = sweep

@@ -112,9 +112,11 @@ def make_tokens(corpus: Corpus, block_tokens: int = 65536, lanes: int | None = N
         by_word = np.argsort(word, kind="stable").astype(np.int32)
         word_pos = np.empty_like(by_word)
         word_pos[by_word] = np.arange(by_word.size, dtype=np.int32) - word_off[word[by_word]]
-        more = dict(doc_start=jnp.asarray(doc_off[doc]), word_start=jnp.asarray(word_off[word]),
-                    word_len=jnp.asarray(n_w[word]), by_word=jnp.asarray(by_word), word_pos=jnp.asarray(word_pos))
-    return Tokens(doc=jnp.asarray(doc), word=jnp.asarray(word), n_d=jnp.asarray(n_d), blocks=blocks, **more)
+        put = jax.device_put
+        more = dict(doc_start=put(doc_off[doc]), word_start=put(word_off[word]), word_len=put(n_w[word]),
+                    by_word=put(by_word), word_pos=put(word_pos))
+    # transfers: jnp.asarray of a host array compiles a program per shape
+    return Tokens(doc=jax.device_put(doc), word=jax.device_put(word), n_d=jax.device_put(n_d), blocks=blocks, **more)
 
 
 class State(NamedTuple):
@@ -203,14 +205,15 @@ def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
     if cfg.focused:
         theta_bar = n_dk > 0 if theta_init is None else (jnp.asarray(theta_init) | (n_dk > 0))
     else:
-        theta_bar = jnp.ones((D, K), bool)
+        theta_bar = jax.device_put(np.ones((D, K), bool))
     if cfg.sparse:
         phi_bar = n_wk > 0
     else:
-        phi_bar = jnp.broadcast_to(jnp.arange(V)[:, None] < W, (V, K))
-    f = lambda name: jnp.asarray(hyper[name], jnp.float32)
+        phi_bar = jax.device_put(np.ascontiguousarray(np.broadcast_to((np.arange(V) < W)[:, None], (V, K))))
+    f = lambda name: jax.device_put(np.float32(hyper[name]))
     return State(z, n_dk, n_wk, n_k, theta_bar, phi_bar, f("alpha"), f("beta"), f("eta"), f("delta"),
-                 f("gamma"), f("xi"), jnp.int32(0), jnp.int32(0))
+                 f("gamma"), f("xi"), jax.device_put(np.int32(0)),
+                 jax.device_put(np.int32(0)))
 
 
 def grow_state(state: State, cfg: Config, n_topics: int | None = None, n_rows: int | None = None):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from topicjax.core import compiled, environment
-from topicjax.core import validation as V
+from topicjax.core import validation
 from .state import HYPER
 from .evaluate import BLOCK
 
@@ -25,7 +25,7 @@ __all__ = ["discount", "hyper_names", "gamma_prior", "topic_slots", "memory_limi
 
 def discount(value, name):
     """A discount σ, ζ of the three-parameter IBP: a number in [0, 1)."""
-    v = V.check_number(value, name, 0.0)
+    v = validation.check_number(value, name, 0.0)
     if v >= 1.0:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return v
@@ -51,7 +51,7 @@ def gamma_prior(value, name):
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or len(value) != 2:
         raise ValueError(f"{name} must be {what}, got {value!r}")
     try:
-        return tuple(V.check_number(v, name, 0.0, low_open=True) for v in value)
+        return tuple(validation.check_number(v, name, 0.0, low_open=True) for v in value)
     except ValueError:
         raise ValueError(f"{name} must be {what}, got {value!r}") from None
 
@@ -75,7 +75,7 @@ def topic_slots(value, n_tokens: int, name: str = "n_components") -> int:
     used; they would only be allocated (count tables of (documents + words) x K_max) and scanned
     (every sweep visits each slot of the activation masks: K_max = 1e5 on a 40-document corpus
     took 43 s for 2 sweeps)."""
-    k = V.check_int(value, name, 1)
+    k = validation.check_int(value, name, 1)
     if k > n_tokens:
         raise ValueError(f"{name} must be an integer <= {n_tokens} (the corpus's tokens: every live topic "
                          f"holds at least one token), got {value!r}")

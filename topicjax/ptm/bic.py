@@ -27,6 +27,11 @@ Three variants are implemented (``kind``):
   the text keeps it, and we follow the derivation (it is what makes all-off words cheap).  The
   2020 paper defines ``L_d`` as the number of unique words in its notation list but uses it as
   an effective sample size exactly as the 2014 paper does; we use token counts for both.
+* ``"2020-printed"`` -- eq. (16) exactly as printed: the same as ``"2020"`` without the mixed
+  words' ``M log 2``.  Mixed words are then as cheap as all-off words plus their specific
+  parameters, so the switches' description length no longer counts; kept to test which reading
+  gives the paper's claim that its BIC selects higher orders than the 2014 one
+  (``experiments/ptm_order_sweep.py --bic``; ``docs/fidelity.md``).
 
 Everything here is vectorised JAX working on fixed shapes with masks.  Topics may be padded:
 ``topic_mask`` marks the ``M`` real topics among ``P >= M`` rows (padding keeps compiled
@@ -66,6 +71,8 @@ __all__ = [
     "BIC_KINDS",
     "BICTerms",
     "check_kind",
+    "is_2020",
+    "mixed_log_cost",
     "bic_terms",
     "bic_total",
     "bic",
@@ -86,16 +93,27 @@ __all__ = [
     "select_v_flips",
 ]
 
-BIC_KINDS = ("2014", "2014-exact", "2020")
+BIC_KINDS = ("2014", "2014-exact", "2020", "2020-printed")
 LOG_2PI = math.log(2.0 * math.pi)
 #: clamp for probabilities before logs and divisions: the package's one clamp, numerics.EPS
 TINY = numerics.EPS
 
 
 def check_kind(kind: str) -> str:
+    """``kind`` when it is one of :data:`BIC_KINDS`; raises ``ValueError`` naming ``bic`` otherwise."""
     if kind not in BIC_KINDS:
         raise ValueError(f"bic must be one of {BIC_KINDS}, got {kind!r}")
     return kind
+
+
+def is_2020(kind: str) -> bool:
+    """Whether ``kind`` prices words by the three configurations of 2020 sec. 3.4 (both readings)."""
+    return kind in ("2020", "2020-printed")
+
+
+def mixed_log_cost(kind: str) -> float:
+    """``-log p(u_n) / M`` of a mixed word: ``log 2`` (2020 sec. 3.4's derivation), 0 as eq. 16 is printed."""
+    return math.log(2.0) if kind == "2020" else 0.0
 
 
 # ----------------------------------------------------------------------------- numerics
@@ -216,11 +234,11 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
     Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
     topic_cost = jnp.where(tm, 0.5 * Nj.astype(jnp.float32) * log_lbar, 0.0)
     n_words = u.shape[1]
-    if kind == "2020":
+    if is_2020(kind):
         k = jnp.sum(uu, axis=0, dtype=jnp.int32)
         c0 = 0.5 * (jnp.log(jnp.sum(lbar).astype(jnp.float32)) - LOG_2PI)
         mixed = (k > 0) & (k.astype(jnp.float32) < M)
-        word_cost = jnp.where(k.astype(jnp.float32) < M, c0, 0.0) + jnp.where(mixed, M * math.log(2.0), 0.0)
+        word_cost = jnp.where(k.astype(jnp.float32) < M, c0, 0.0) + jnp.where(mixed, M * mixed_log_cost(kind), 0.0)
     else:
         word_cost = jnp.zeros((n_words,), jnp.float32)
     return doc_cost, topic_cost, word_cost, jnp.sum(Nj), jnp.sum(tm)
@@ -230,7 +248,7 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
 def bic_terms(data, doc_length, u, v, alpha, beta, beta0, topic_mask, *, kind: str = "2014") -> BICTerms:
     """All terms of the BIC as one jit-compiled function of (counts, switches, parameters).
 
-    ``data`` is an :class:`topicjax.core.em.DocWordCounts` (``em.prepare(corpus)``), ``doc_length``
+    ``data`` is a :class:`topicjax.core.layout.DocWordCounts` (``layout.prepare(corpus)``), ``doc_length``
     the ``(D,)`` int token counts, ``u`` ``(P, N)`` bool, ``v`` ``(D, P)`` bool, ``alpha``
     ``(D, P)``, ``beta`` ``(P, N)`` (topic-specific probabilities; ignored where ``u`` is 0),
     ``beta0`` ``(N,)``.  The likelihood (5) is computed chunk by chunk, per document.
@@ -399,7 +417,7 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     return u_new, k.astype(jnp.int32), best
 
 
-def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
+def u_word_configs_2020(x, u, beta0, lbar, topic_mask, kind: str = "2020"):
     """The best of the three configurations (2020 sec. 3.4) for every word, jointly over topics.
 
     For word ``n`` the BIC change of moving its switches to all-off, all-on, or the best mixed
@@ -407,8 +425,9 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     are independent given the word) and the word's cost from eq. 16.  The best mixed
     configuration sets each topic's switch independently, then, if that came out all-on or
     all-off, changes the cheapest topic to stay mixed.  Turning off the last specific word of a
-    topic is not allowed.  Returns ``(dbic (N,), u_new_rows (P, N) bool)``; ``dbic`` is ``+inf``
-    where no change is allowed and 0 (with the current row) where staying is best.
+    topic is not allowed.  ``kind``: ``"2020"`` or ``"2020-printed"`` (:func:`mixed_log_cost`).
+    Returns ``(dbic (N,), u_new_rows (P, N) bool)``; ``dbic`` is ``+inf`` where no change is
+    allowed and 0 (with the current row) where staying is best.
     """
     tm = topic_mask
     P, N = u.shape
@@ -428,7 +447,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     k = jnp.sum(uu, axis=0, dtype=jnp.int32).astype(jnp.float32)
     lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
     c0 = 0.5 * (jnp.log(jnp.maximum(lsum, 1.0)) - LOG_2PI)
-    cm = M * math.log(2.0)
+    cm = M * mixed_log_cost(kind)
     cur_mixed = (k > 0) & (k < M)
     cur_cost = jnp.where(k < M, c0, 0.0) + jnp.where(cur_mixed, cm, 0.0)
     on_d = jnp.sum(e1, axis=0) + 0.0 - cur_cost
@@ -466,7 +485,7 @@ def u_word_configs_2020(x, u, beta0, lbar, topic_mask):
     return dbic, rows
 
 
-def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096):
+def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096, kind: str = "2020"):
     """One round of joint per-word switch updates for the 2020 BIC, accepted exactly.
 
     The ``n_candidates`` words whose best configuration (:func:`u_word_configs_2020`) lowers the
@@ -479,7 +498,7 @@ def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096)
     P, N = u.shape
     tm = topic_mask
     uu = u & tm[:, None]
-    dbic, rows = u_word_configs_2020(x, u, beta0, lbar, tm)
+    dbic, rows = u_word_configs_2020(x, u, beta0, lbar, tm, kind)
     K = min(int(n_candidates), N)
     neg, n = lax.top_k(-dbic, K)
     single = -neg
@@ -500,7 +519,7 @@ def select_u_flips_2020(x, u, beta0, lbar, topic_mask, n_candidates: int = 4096)
     M = jnp.sum(tm).astype(jnp.float32)
     lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
     c0 = 0.5 * (jnp.log(jnp.maximum(lsum, 1.0)) - LOG_2PI)
-    cm = M * math.log(2.0)
+    cm = M * mixed_log_cost(kind)
     hl = _half_log_lbar(lbar)
 
     def word_cost(r):
@@ -556,7 +575,7 @@ def v_flip_costs(v, doc_length, lbar, n_docs_topic, Nj, topic_mask, n_c0, kind: 
         + 0.5 * s * (jnp.log(L) - LOG_2PI)
         + 0.5 * col(Nj.astype(jnp.float32)) * jnp.log1p(jnp.maximum(s * L / lb, -1.0 + 1e-7))
     )
-    if kind == "2020":
+    if is_2020(kind):
         lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
         cost = cost + 0.5 * n_c0 * jnp.log1p(s * L / lsum)
     allow_on = ~vv & tmj
@@ -741,7 +760,7 @@ def select_v_flips(best_dbic, best_topic, best_sign, doc_length, lbar, n_docs_to
     # the single-flip score includes the coupled (Lbar) part; take it out to get the local part
     coupled_single = 0.5 * Njf[j] * jnp.log1p(jnp.maximum(s * L / lb[j], -1.0 + 1e-7))
     lsum = jnp.sum(jnp.where(tm, lbar, 0)).astype(jnp.float32)
-    if kind == "2020":
+    if is_2020(kind):
         coupled_single = coupled_single + 0.5 * n_c0 * jnp.log1p(s * L / lsum)
     local = jnp.where(valid, single - coupled_single, 0.0)
     hi, lo = cumsum_compensated(local)
@@ -750,7 +769,7 @@ def select_v_flips(best_dbic, best_topic, best_sign, doc_length, lbar, n_docs_to
     coupled = jnp.sum(
         jnp.where(tm[None, :], 0.5 * Njf[None, :] * jnp.log1p(jnp.maximum(dl / lb[None, :], -1.0 + 1e-7)), 0.0), axis=1
     )
-    if kind == "2020":
+    if is_2020(kind):
         coupled = coupled + 0.5 * n_c0 * jnp.log1p(jnp.sum(dl, axis=1) / lsum)
     total = (hi + lo) + coupled
     cnt = n_docs_topic.astype(jnp.float32)[None, :] + jnp.cumsum(onehot * s[:, None], axis=0)

@@ -1,6 +1,11 @@
 """Generalized EM for PTM (2014 sec. 6): the state, E- and M-steps, word- and topic-switch
-trial flips, one :func:`gem_step`, the initialisation of sec. 6.3 and inference for new
-documents.  See :mod:`topicjax.ptm` for the model."""
+trial flips, one :func:`gem_step`, the initialisation of sec. 6.3, inference for new
+documents and the fit as an algorithm for the drivers.  See :mod:`topicjax.ptm` for the model.
+
+The family's algorithm module, in the shape every family's has: :data:`State`
+(:class:`PTMState`), :func:`init` (:func:`init_state`), :func:`step` (:func:`gem_step`) and
+:data:`ALGORITHM`, the :class:`~topicjax.core.driver.Algorithm` that :func:`topicjax.core.driver.run`
+runs with static ``(GEMConfig, n_words)`` and args ``(PTMData,)``."""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-from topicjax.core import numerics
+from topicjax.core import driver, numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
 from topicjax.ptm.layout import PTMData, row_sums, word_sums
@@ -20,7 +26,7 @@ from topicjax.core.compiled import jit
 
 __all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step_alpha_beta", "doc_mass", "gem_step",
            "gem_step_impl", "v_flip_scores", "state_bic", "ml_scores", "init_state", "padded_topics", "infer_alpha",
-           "loglik_docs", "TINY", "RATIO_CAP"]
+           "loglik_docs", "TINY", "RATIO_CAP", "bic_pieces", "algorithm", "State", "init", "step", "ALGORITHM"]
 
 TINY = pb.TINY
 #: cap on n / p^2 in the ranking statistic s2 (only ranks trial flips; keeps inf * 0 out)
@@ -171,8 +177,8 @@ def doc_mass(v, doc_length, topic_mask):
 
 
 def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
-    if kind == "2020":
-        return pb.select_u_flips_2020(x, u, beta0, lbar, tm, n_candidates=min(n_candidates, u.shape[1]))
+    if pb.is_2020(kind):
+        return pb.select_u_flips_2020(x, u, beta0, lbar, tm, n_candidates=min(n_candidates, u.shape[1]), kind=kind)
     return pb.select_u_flips_2014(x, u, beta0, lbar, tm, kind=kind, n_candidates=n_candidates)
 
 
@@ -448,3 +454,131 @@ def _loglik_docs_impl(data: PTMData, B, alpha):
 
 
 loglik_docs = numerics.full_precision(jit(_loglik_docs_impl))
+
+
+# =============================================================================== the fit as an algorithm
+# One GEM fit is the algorithm below for :mod:`topicjax.core.driver` (:data:`ALGORITHM`, static
+# ``(GEMConfig, n_words)``, args ``(PTMData,)``): ``run`` for :meth:`PTM.fit <topicjax.ptm.PTM.fit>`
+# (in compiled blocks of iterations), ``run_many`` for the restarts of ``PTM.fit_many``.
+#
+# The stopping rule compares BIC values (relative decrease below ``tol``).  On the device
+# (float32) the BIC and its change are kept as double-float numbers (hi + lo, about 48 bits): the
+# per-document / per-topic / per-word pieces are added pairwise with error-free transformations,
+# and the change between iterations is summed from the exact per-piece differences, so it keeps
+# full relative accuracy although it is ~1e-4 of a BIC of ~1e6.  The history's BIC values are
+# those double-floats in float64 (the last one recomputed in float64 by :func:`state_bic`).
+
+
+def bic_pieces(state: PTMState, data: PTMData, kind: str):
+    """The float32 pieces whose float64 sum plus the u prior is the BIC (as :func:`state_bic`):
+    ``-loglik_doc``, ``doc_cost``, ``topic_cost``, ``word_cost`` concatenated, and ``N0``."""
+    doc_cost, topic_cost, word_cost, n0, _ = pb.structure_costs(state.u, state.v, data.doc_length,
+                                                                 state.topic_mask, kind)
+    return jnp.concatenate([-state.loglik_doc, doc_cost, topic_cost, word_cost]), n0
+
+
+def _u_prior_device(n0, n_topics, n_words: int, kind: str):
+    """:func:`topicjax.ptm.bic.u_prior_2014` in float32 (only scales the tolerance threshold)."""
+    T = n_topics.astype(jnp.float32) * n_words
+    if kind == "2014-exact":
+        return T * np.log(2.0)
+    if kind != "2014":
+        return jnp.zeros((), jnp.float32)
+    p = n0.astype(jnp.float32) / T
+    inside = (p > 0) & (p < 1)
+    ps = jnp.where(inside, p, 0.5)
+    h = jnp.where(inside, -ps * jnp.log(ps) - (1.0 - ps) * jnp.log1p(-ps), 0.0)
+    return T * h - 0.5 * jnp.log(T)
+
+
+def _prior_cells(n_topics, n_words: int, kind: str):
+    """The cells ``M N`` of the switch matrix u whose entropy the 2014 prior counts, 0 for the
+    other kinds (no N0-dependent prior): carried in the measure, so that the stopping rule needs
+    neither the kind nor the vocabulary size (one :data:`ALGORITHM` for every PTM fit)."""
+    if kind != "2014":
+        return jnp.zeros((), jnp.float32)
+    return n_topics.astype(jnp.float32) * n_words
+
+
+def _u_prior_change(n0_old, n0_new, cells):
+    """``u_prior(N0_old) - u_prior(N0_new)`` without cancellation (the order ``M`` is fixed;
+    ``cells`` from :func:`_prior_cells`, 0: no such prior)."""
+    a = n0_old.astype(jnp.float32)
+    on = cells > 0
+    change = -pb.entropy_delta(a, jnp.where(on, cells, 1.0), n0_new.astype(jnp.float32) - a)
+    return jnp.where(on, change, jnp.zeros((), jnp.float32))
+
+
+def _algo_step(state, args, static):
+    return gem_step_impl(state, args[0], static[0])
+
+
+def _algo_objective(state, args, static):
+    cfg, n_words = static
+    data = args[0]
+    pieces, n0 = bic_pieces(state, data, cfg.kind)
+    hi, lo = numerics.df_total(pieces, jnp.zeros_like(pieces))
+    n_topics = jnp.sum(state.topic_mask)
+    return {"pieces": pieces, "n0": n0, "bic": (hi + lo) + _u_prior_device(n0, n_topics, n_words, cfg.kind),
+            "hi": hi, "lo": lo, "n_topics": n_topics, "prior_cells": _prior_cells(n_topics, n_words, cfg.kind)}
+
+
+def _algo_value(m):
+    return m["bic"]
+
+
+def _algo_converged(old, new, tol):
+    # old - new of every piece exactly (TwoSum), then summed: the BIC decrease
+    d_hi, d_lo = numerics.df_total(*numerics.two_sum(old["pieces"], -new["pieces"]))
+    decrease = (d_hi + d_lo) + _u_prior_change(old["n0"], new["n0"], new["prior_cells"])
+    return driver.relative_change_converged(decrease, new["bic"], tol)
+
+
+def _algo_record(state, args, static):
+    m = _algo_objective(state, args, static)
+    return {"bic_hi": m["hi"], "bic_lo": m["lo"], "n0": m["n0"], "u_flips": state.n_u_flips,
+            "v_flips": state.n_v_flips}
+
+
+def _algo_health(state, static):
+    finite = (jnp.all(jnp.isfinite(state.loglik_doc)) & jnp.all(jnp.isfinite(state.beta))
+              & jnp.all(jnp.isfinite(state.alpha)))
+    return finite, jnp.array(True)
+
+
+def _algo_rollback(ok, new, old, static):
+    # the parameters, switches and counters of the old state; its E-step statistics (x, s1, s2,
+    # loglik_doc: 0.27 GB at NYTimes size) are not kept through the step but recomputed from
+    # those by _algo_restore after a failing iteration
+    keep = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
+    return new._replace(beta=keep(new.beta, old.beta), u=keep(new.u, old.u), alpha=keep(new.alpha, old.alpha),
+                        v=keep(new.v, old.v), topic_mask=keep(new.topic_mask, old.topic_mask),
+                        iteration=keep(new.iteration, old.iteration), n_u_flips=keep(new.n_u_flips, old.n_u_flips),
+                        n_v_flips=keep(new.n_v_flips, old.n_v_flips))
+
+
+def _algo_restore(state, args, static):
+    x, ll, s1, s2 = e_step(args[0], state.u, state.beta, state.alpha, state.v, state.topic_mask)
+    return state._replace(x=x, loglik_doc=ll, s1=s1, s2=s2)
+
+
+#: The GEM fit as the :class:`~topicjax.core.driver.Algorithm` the driver runs (the name every
+#: family's algorithm module has): static ``(GEMConfig, n_words)``, args ``(PTMData,)``; the BIC
+#: is minimised, its change between iterations summed exactly from its pieces.
+ALGORITHM = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health,
+                             converged=_algo_converged, value=_algo_value, minimize=True, rollback=_algo_rollback,
+                             restore=_algo_restore)
+
+
+def algorithm(kind: str, n_words: int) -> driver.Algorithm:
+    """The GEM fit as a :class:`topicjax.core.driver.Algorithm`: :data:`ALGORITHM` for every BIC
+    ``kind`` and vocabulary size (both reach it through the static ``(GEMConfig, n_words)``)."""
+    return ALGORITHM
+
+
+#: The state type (the name every family's algorithm module has): :class:`PTMState`.
+State = PTMState
+#: The initial state of sec. 6.3: :func:`init_state`.
+init = init_state
+#: One GEM iteration: :func:`gem_step`.
+step = gem_step

@@ -100,7 +100,7 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
     d_shift = (np.cumsum(d_rows) - d_rows) * doc_width - d_off[:-1]  # slot of entry j = d_shift[d] + j
     item = np.full(C_d * R_d, D, np.int32)
     item[:n_d_rows] = np.repeat(np.arange(D, dtype=np.int32), d_rows)
-    docs_item = jnp.asarray(item.reshape(C_d, R_d))
+    docs_item = jax.device_put(item.reshape(C_d, R_d))  # transfers (jnp.asarray compiles a program)
     shape_d = (C_d, R_d, doc_width)
     other = np.zeros(n_flat, np.int32)
     count = np.zeros(n_flat, np.float32)
@@ -109,9 +109,9 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
         slot = np.repeat(d_shift[i:stop], d_len[i:stop]) + np.arange(a, b)
         other[slot] = word_ids[a:b]
         count[slot] = counts[a:b]
-    docs = Rows(docs_item, jnp.asarray(other.reshape(shape_d)), None, None)
+    docs = Rows(docs_item, jax.device_put(other.reshape(shape_d)), None, None)
     del other
-    docs = docs._replace(count=jnp.asarray(count.reshape(shape_d)))
+    docs = docs._replace(count=jax.device_put(count.reshape(shape_d)))
     del count
 
     w_len = np.bincount(word_ids, minlength=N).astype(np.int64) if word_ids.size else np.zeros(N, np.int64)
@@ -120,7 +120,7 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
     C_w = _chunks(n_w_rows, R_w, extra_chunks)
     item = np.full(C_w * R_w, N, np.int32)
     item[:n_w_rows] = np.repeat(np.arange(N, dtype=np.int32), w_rows)
-    words_item = jnp.asarray(item.reshape(C_w, R_w))
+    words_item = jax.device_put(item.reshape(C_w, R_w))
     del item
     w_base = (np.cumsum(w_rows) - w_rows) * word_width  # first slot of each word
     seen = np.zeros(N, np.int64)  # entries of each word placed so far
@@ -139,7 +139,7 @@ def build_layout(doc_offsets, word_ids, counts, n_words: int, *, doc_width: int 
         slot = w_base[w] + seen[w] + rank
         w_pos[slot] = np.repeat(d_shift[i:stop], d_len[i:stop]) + np.arange(a, b)
         seen += np.bincount(w, minlength=N)
-    words = Rows(words_item, None, None, jnp.asarray(w_pos.reshape(C_w, R_w, word_width)))
+    words = Rows(words_item, None, None, jax.device_put(w_pos.reshape(C_w, R_w, word_width)))
     return docs, words
 
 
@@ -156,7 +156,8 @@ def ptm_data(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, w
                                doc_width=doc_width, word_width=word_width, block_tokens=block_tokens)
     wc = corpus.word_counts.astype(np.float64)
     beta0 = wc / wc.sum()
-    return PTMData(docs, words, jnp.asarray(corpus.doc_lengths, jnp.int32), jnp.asarray(beta0, jnp.float32))
+    return PTMData(docs, words, jax.device_put(np.asarray(corpus.doc_lengths, np.int32)),
+                   jax.device_put(np.asarray(beta0, np.float32)))
 
 
 def take_rows(a, idx):

@@ -1,57 +1,27 @@
 """Parsimonious topic models (Soleimani & Miller 2014; Wang & Miller 2020) fitted by generalized EM.
 
-The model (2014 sec. 4): each topic ``j`` has word switches ``u_jn`` -- a word is topic-specific
-(probability ``beta_jn``) or uses the shared model ``beta0_n`` (estimated once from the global
-frequencies, eq. 11) -- and each document ``d`` has topic switches ``v_jd`` selecting the topics
-it uses with proportions ``alpha_jd``.  The likelihood is (5)::
+:class:`PTM` is the estimator: each topic has word switches (a word topic-specific or drawn from
+the shared model ``beta0``), each document topic switches, and switches, parameters and the number
+of topics minimise a BIC (``bic="2014"``: 2014 eq. 26, ``"2014-exact"``: its exact-count
+variant of sec. 7.4, or ``"2020"``: 2020 eq. 16; :mod:`topicjax.ptm_bic`).  ``fit`` runs generalized EM (2014 sec. 6,
+:func:`topicjax.ptm.gem.gem_step`), each accepted step decreasing the BIC, from the initialisation
+of sec. 6.3; fitted ``u_`` (topic x word switches), ``v_`` (topic x document switches), ``bic_``
+and ``bic_history_`` besides the estimator contract's ``phi_``, ``theta_``.  :meth:`PTM.fit_many`
+runs random restarts in one compiled call and :func:`best_fit` keeps the model of smallest
+``bic_``; :func:`topicjax.ptm.order.select_order` sweeps the number of topics top-down.
+:func:`check_fit_corpus` refuses, before anything is allocated, a number of topics the corpus
+cannot support, and :func:`check_completion` names the first document that document completion
+cannot split (``ValueError`` s).
 
-    p(D | H, Theta) = prod_d prod_i sum_j alpha_jd v_jd beta_{j w_id}^{u_{j w_id}} beta0_{w_id}^{1 - u_{j w_id}}
+Results depend only on the seed and the data on CPU; bits can differ between CPU and GPU.
 
-Everything -- switches, parameters and the number of topics -- minimises a BIC
-(:mod:`topicjax.ptm_bic`: 2014 eq. 26, its exact-count variant of sec. 7.4, or 2020 eq. 16).
-
-Generalized EM (2014 sec. 6), one :func:`gem_step`:
-
-1. M-step (8)-(10) from the E-step statistics of the current parameters;
-2. word switches: rounds of trial flips (27)-(29) on the expected complete-data BIC (2014), or
-   joint per-word optimisation over the three configurations all-off / all-on / mixed (2020),
-   several flips accepted per round only through an exact combined change
-   (:func:`topicjax.ptm.bic.select_u_flips_2014` / ``select_u_flips_2020``); then ``beta`` is
-   re-estimated by (9)-(10) for the new switches;
-3. topic switches: rounds of trial flips (30)-(31) with exact incomplete-data likelihood changes,
-   every document's candidate flips evaluated at once (:func:`topicjax.ptm.bic.v_trial_deltas`),
-   a batch (at most one per document) accepted with an exact combined change;
-4. E-step (6) at the new parameters: expected counts ``x_jn`` (9), ``sum_i P(Z^(j))`` per
-   document (8) and the per-document log-likelihood, from which the BIC is computed in float64.
-
-Each accepted step decreases the BIC: the M-step and the word flips increase the expected
-complete-data log-likelihood by at least their computed amount (hence the likelihood, by
-Jensen's inequality), and the topic-switch batches are scored with the exact likelihood.  The
-constraints of sec. 6.1-6.2 always hold: every topic keeps a specific word and a document, every
-document keeps a topic.
-
-Layout: the corpus is held twice, as rows of 16 entries of one document and as rows of 16
-entries of one word (:class:`Rows`), so both halves of the E-step and the per-document trial
-flips are gathers, dense reductions and ``segment_sum``s over rows -- no scatter-add of
-``(nnz, M)`` rows, which XLA executes serially on CPU -- and every pass has one shape, so it
-compiles once.  Topics are padded to a multiple of 8 with a mask, so that the compiled step is
-reused across a model-order sweep.
-
-Initialisation (sec. 6.3): ``n_init_docs`` distinct random seed documents per topic, their words
-topic-specific with frequency-count probabilities; every document hard-assigned to its maximum
-likelihood topic (seed documents to their own); switches and probabilities re-estimated from the
-assigned documents.  Model-order selection (2014 sec. 6.5, 2020 sec. 3.5): :func:`select_order`
-sweeps ``M`` top-down, removing the least massive topics and warm-starting from the rest.
-Random restarts at one order: :meth:`PTM.fit_many` runs them in one compiled call (vmapped over
-the seeds), :func:`best_fit` keeps the smallest BIC.
-
-Results depend only on the seed and the data on CPU; bits can differ between CPU and GPU.  On a
-GPU the scatter-adds of the E-step may run in any order (atomics), and two fits with the same
-seed were seen to end with different switches on an H100.
+The model, the steps of generalized EM, the data layout and the initialisation:
+``docs/guides/internals.md``, "PTM: generalized EM, layout, initialisation"; the model and its use:
+``docs/guides/ptm.md``.
 
 >>> import topicjax as tj
 >>> from topicjax.ptm import PTM
->>> corpus, _ = tj.datasets.make_bars(n_docs=100, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=100, seed=0)
 >>> model = PTM(n_components=6, max_iter=5, random_state=0, progress=False).fit(corpus)
 >>> model.u_.shape, model.v_.shape, bool(model.bic_history_[-1] <= model.bic_history_[0])
 ((6, 25), (6, 100), True)
@@ -65,136 +35,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import driver, numerics
+from topicjax.core import driver
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
-from topicjax.core import validation as V
+from topicjax.core import validation
 from topicjax.estimator import TopicModelBase, as_corpus, check_int, int_sequence, refuse_documents
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
-from topicjax.ptm.gem import (GEMConfig, PTMState, e_step, gem_step_impl, infer_alpha, init_state, loglik_docs,
-                              padded_topics, state_bic)
+from topicjax.ptm.gem import (GEMConfig, PTMState, algorithm, infer_alpha, init_state, loglik_docs, padded_topics,
+                              state_bic)
 from topicjax.ptm.layout import PTMData, ptm_data
 
 __all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
 
 #: shared words remembered per topic for :meth:`PTM.top_shared_words`
 SHARED_TOP = 50
-
-
-# =============================================================================== the fit as an algorithm
-# One GEM fit is the algorithm below for :mod:`topicjax.core.driver`: ``run`` for :meth:`PTM.fit`
-# (in compiled blocks of iterations), ``run_many`` for the restarts of :meth:`PTM.fit_many`.
-#
-# The stopping rule compares BIC values (relative decrease below ``tol``).  On the device
-# (float32) the BIC and its change are kept as double-float numbers (hi + lo, about 48 bits): the
-# per-document / per-topic / per-word pieces are added pairwise with error-free transformations,
-# and the change between iterations is summed from the exact per-piece differences, so it keeps
-# full relative accuracy although it is ~1e-4 of a BIC of ~1e6.  The history's BIC values are
-# those double-floats in float64 (the last one recomputed in float64 by :func:`state_bic`).
-
-
-def bic_pieces(state: PTMState, data: PTMData, kind: str):
-    """The float32 pieces whose float64 sum plus the u prior is the BIC (as :func:`state_bic`):
-    ``-loglik_doc``, ``doc_cost``, ``topic_cost``, ``word_cost`` concatenated, and ``N0``."""
-    doc_cost, topic_cost, word_cost, n0, _ = pb.structure_costs(state.u, state.v, data.doc_length,
-                                                                 state.topic_mask, kind)
-    return jnp.concatenate([-state.loglik_doc, doc_cost, topic_cost, word_cost]), n0
-
-
-def _u_prior_device(n0, n_topics, n_words: int, kind: str):
-    """:func:`topicjax.ptm.bic.u_prior_2014` in float32 (only scales the tolerance threshold)."""
-    T = n_topics.astype(jnp.float32) * n_words
-    if kind == "2014-exact":
-        return T * np.log(2.0)
-    if kind != "2014":
-        return jnp.zeros((), jnp.float32)
-    p = n0.astype(jnp.float32) / T
-    inside = (p > 0) & (p < 1)
-    ps = jnp.where(inside, p, 0.5)
-    h = jnp.where(inside, -ps * jnp.log(ps) - (1.0 - ps) * jnp.log1p(-ps), 0.0)
-    return T * h - 0.5 * jnp.log(T)
-
-
-def _u_prior_change(n0_old, n0_new, n_topics, n_words: int, kind: str):
-    """``u_prior(N0_old) - u_prior(N0_new)`` without cancellation (the order ``M`` is fixed)."""
-    if kind != "2014":
-        return jnp.zeros((), jnp.float32)
-    T = n_topics.astype(jnp.float32) * n_words
-    a = n0_old.astype(jnp.float32)
-    return -pb.entropy_delta(a, T, n0_new.astype(jnp.float32) - a)
-
-
-def _algo_step(state, args, static):
-    return gem_step_impl(state, args[0], static[0])
-
-
-def _algo_objective(state, args, static):
-    cfg, n_words = static
-    data = args[0]
-    pieces, n0 = bic_pieces(state, data, cfg.kind)
-    hi, lo = numerics.df_total(pieces, jnp.zeros_like(pieces))
-    n_topics = jnp.sum(state.topic_mask)
-    return {"pieces": pieces, "n0": n0, "bic": (hi + lo) + _u_prior_device(n0, n_topics, n_words, cfg.kind),
-            "hi": hi, "lo": lo, "n_topics": n_topics}
-
-
-def _algo_value(m):
-    return m["bic"]
-
-
-def _make_converged(kind: str, n_words: int):
-    def converged(old, new, tol):
-        # old - new of every piece exactly (TwoSum), then summed: the BIC decrease
-        d_hi, d_lo = numerics.df_total(*numerics.two_sum(old["pieces"], -new["pieces"]))
-        decrease = (d_hi + d_lo) + _u_prior_change(old["n0"], new["n0"], new["n_topics"], n_words, kind)
-        return jnp.abs(decrease) <= tol * jnp.maximum(jnp.abs(new["bic"]), 1e-30)
-
-    return converged
-
-
-def _algo_record(state, args, static):
-    m = _algo_objective(state, args, static)
-    return {"bic_hi": m["hi"], "bic_lo": m["lo"], "n0": m["n0"], "u_flips": state.n_u_flips,
-            "v_flips": state.n_v_flips}
-
-
-def _algo_health(state, static):
-    finite = (jnp.all(jnp.isfinite(state.loglik_doc)) & jnp.all(jnp.isfinite(state.beta))
-              & jnp.all(jnp.isfinite(state.alpha)))
-    return finite, jnp.array(True)
-
-
-def _algo_rollback(ok, new, old, static):
-    # the parameters, switches and counters of the old state; its E-step statistics (x, s1, s2,
-    # loglik_doc: 0.27 GB at NYTimes size) are not kept through the step but recomputed from
-    # those by _algo_restore after a failing iteration
-    keep = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
-    return new._replace(beta=keep(new.beta, old.beta), u=keep(new.u, old.u), alpha=keep(new.alpha, old.alpha),
-                        v=keep(new.v, old.v), topic_mask=keep(new.topic_mask, old.topic_mask),
-                        iteration=keep(new.iteration, old.iteration), n_u_flips=keep(new.n_u_flips, old.n_u_flips),
-                        n_v_flips=keep(new.n_v_flips, old.n_v_flips))
-
-
-def _algo_restore(state, args, static):
-    x, ll, s1, s2 = e_step(args[0], state.u, state.beta, state.alpha, state.v, state.topic_mask)
-    return state._replace(x=x, loglik_doc=ll, s1=s1, s2=s2)
-
-
-_ALGORITHMS: dict = {}
-
-
-def algorithm(kind: str, n_words: int) -> driver.Algorithm:
-    """The GEM fit as a :class:`topicjax.core.driver.Algorithm` (static ``(GEMConfig, n_words)``,
-    args ``(PTMData,)``); cached per BIC kind and vocabulary size."""
-    key = (kind, int(n_words))
-    if key not in _ALGORITHMS:
-        _ALGORITHMS[key] = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record,
-                                            health=_algo_health, converged=_make_converged(kind, int(n_words)),
-                                            value=_algo_value, minimize=True, rollback=_algo_rollback,
-                                            restore=_algo_restore)
-    return _ALGORITHMS[key]
 
 
 def _check_seeds(seeds, n_restarts, random_state) -> list[int]:
@@ -245,7 +101,7 @@ def check_fit_corpus(corpus: Corpus, n_topics: int, models: int = 1):
         )
     N, D = corpus.n_words, corpus.n_docs
     fits = f"{models} PTM restarts hold" if models > 1 else "one PTM fit holds"
-    V.refuse_size("n_components", int(n_topics), (9.0 * N + 13.0 * D) * (models + 1),
+    validation.refuse_size("n_components", int(n_topics), (9.0 * N + 13.0 * D) * (models + 1),
                   what=(f"with {int(n_topics):,} topics on {N:,} words and {D:,} documents, {fits} the GEM state (β, "
                         "x, u per topic and word; α, s1, s2, v per topic and document) and a step's new state"))
 
@@ -256,8 +112,9 @@ class PTM(TopicModelBase):
     Parameters
     ----------
     n_components: number of topics ``M`` (use :func:`select_order` to choose it by BIC).
-    bic: ``"2014"`` (eq. 26), ``"2014-exact"`` (sec. 7.4, small vocabularies) or ``"2020"``
-        (2020 eq. 16, joint per-word switch updates).
+    bic: ``"2014"`` (eq. 26), ``"2014-exact"`` (sec. 7.4, small vocabularies), ``"2020"``
+        (2020 eq. 16 with its derivation's ``M log 2`` per mixed word, joint per-word switch
+        updates) or ``"2020-printed"`` (eq. 16 as printed, without that term).
     max_iter: maximum number of GEM iterations.
     tol: stop when the relative decrease of the BIC in one iteration is below ``tol``.
     random_state: seed of the initialisation (sec. 6.3); same seed, same model on CPU (see above for GPUs).
@@ -294,15 +151,15 @@ class PTM(TopicModelBase):
     _meta_specs = {"bic_": "number", "bic_history_": "numbers", "history_": "records", "n_iter_": "int"}
     _meta_required = ("bic_", "bic_history_", "history_", "n_iter_")
     _constraints = {
-        "bic": V.one_of(*pb.BIC_KINDS),
-        "n_init_docs": V.integer(1),
-        "max_u_cycles": V.integer(0),
-        "max_v_rounds": V.integer(0),
-        "u_candidates": V.integer(1),
-        "v_candidates": V.int_pair(1),
-        "transform_iter": V.integer(1),
-        "block_tokens": V.integer(1),
-        "progress": V.boolean(),
+        "bic": validation.one_of(*pb.BIC_KINDS),
+        "n_init_docs": validation.integer(1),
+        "max_u_cycles": validation.integer(0),
+        "max_v_rounds": validation.integer(0),
+        "u_candidates": validation.integer(1),
+        "v_candidates": validation.int_pair(1),
+        "transform_iter": validation.integer(1),
+        "block_tokens": validation.integer(1),
+        "progress": validation.boolean(),
     }
 
     def __init__(self, n_components=10, *, bic="2014", max_iter=100, tol=1e-4, random_state=0, n_init_docs=5,
@@ -395,22 +252,23 @@ class PTM(TopicModelBase):
         finals, recs, n_iters, status = driver.run_many(
             algorithm(cfg.kind, N), (cfg, N), states, (data,), batched=(False,), max_iter=int(self.max_iter),
             tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
-        recs = jax.tree.map(np.asarray, recs)
-        n_iters, status = np.asarray(n_iters), np.asarray(status)
-        wall = time.perf_counter() - t0
-        per_iter = wall / max(int(n_iters.sum()), 1)
-        models = []
-        for g, seed in enumerate(seeds):
-            if status[g] >= driver.NONFINITE:
-                raise NumericalError(f"PTM fit_many (seed {seed}): non-finite parameters at iteration "
-                                     f"{int(n_iters[g]) + 1}", iteration=int(n_iters[g]) + 1, reason="nonfinite")
-            m = self._clone_with(random_state=seed)
-            state = jax.tree.map(lambda a: a[g], finals)
-            init = jax.tree.map(lambda a: a[g], states)
-            n = int(n_iters[g])
-            rows = [{k: v[g, i].item() for k, v in recs.items()} for i in range(n)]
+        per_iter = (time.perf_counter() - t0) / max(int(np.asarray(n_iters).sum()), 1)
+
+        def error(g, n, status):
+            return NumericalError(f"PTM fit_many (seed {seeds[g]}): non-finite parameters at iteration {n + 1}",
+                                  iteration=n + 1, reason="nonfinite")
+
+        def clone(g):
+            m = self._clone_with(random_state=seeds[g])
             m.vocab_, m.n_features_in_ = list(corpus.vocab), N
-            m._finish(state, data, cfg, M, state_bic(init, data, cfg.kind), rows, [per_iter] * n)
+            return m
+
+        models = []
+        for g, (m, state, rows) in enumerate(self._batch_models(finals, recs, n_iters, status, seeds=seeds, clone=clone,
+                                                                error=error, seconds=per_iter)):
+            init = jax.tree.map(lambda a: a[g], states)
+            # the restarts' device states are not kept (last_state_ None): G of them would stay on the device
+            m._set_fitted(state, data, cfg, M, state_bic(init, data, cfg.kind), rows, keep_state=False)
             models.append(m)
         return models
 
@@ -426,26 +284,29 @@ class PTM(TopicModelBase):
                                     state, (data,), max_iter=int(self.max_iter), tol=float(self.tol),
                                     progress=self.progress, desc=desc or f"PTM M={M}", checkpoint=checkpoint,
                                     donate=donate)
-        self._finish(state, data, cfg, M, bic0, records, [r["seconds"] for r in records])
-        self.last_state_ = state  # the device state, used to warm-start the next order; not saved
+        self._set_fitted(state, data, cfg, M, bic0, records, keep_state=True)
         return self
 
-    def _finish(self, state, data, cfg, M, bic0, records, seconds):
-        """Fitted attributes from the final state and the per-iteration records."""
+    def _set_fitted(self, state: PTMState, data: PTMData, cfg: GEMConfig, M: int, bic0: float, records: list, *,
+                    keep_state: bool) -> None:
+        """Every fitted attribute, the one place they are written (:meth:`fit` and
+        :func:`select_order` through :meth:`fit_state`, each restart of :meth:`fit_many`): from the
+        final ``state`` of ``M`` topics, the BIC ``bic0`` of the initial state and the driver's
+        ``records`` (one per iteration: ``bic_hi``, ``bic_lo``, ``n0``, ``u_flips``, ``v_flips``,
+        ``seconds``); the last BIC is recomputed in float64 from ``state``.  ``last_state_`` is the
+        device state (to warm-start the next order; not saved) with ``keep_state``, else None."""
         N = int(data.beta0.shape[0])
         bics = [float(np.float64(r["bic_hi"]) + np.float64(r["bic_lo"])) + pb.u_prior_2014(int(r["n0"]), M, N, cfg.kind)
                 for r in records]
         if bics:
             bics[-1] = state_bic(state, data, cfg.kind)
-        self._set_fitted(state, data, M)
         self.bic_history_ = [bic0] + bics
         self.history_ = [{"iteration": i + 1, "objective": b, "bic": b, "u_flips": int(r["u_flips"]),
-                          "v_flips": int(r["v_flips"]), "seconds": sec}
-                         for i, (b, r, sec) in enumerate(zip(bics, records, seconds))]
+                          "v_flips": int(r["v_flips"]), "seconds": r["seconds"]}
+                         for i, (b, r) in enumerate(zip(bics, records))]
         self.bic_ = self.bic_history_[-1]
         self.n_iter_ = len(records)
-
-    def _set_fitted(self, state: PTMState, data: PTMData, M: int):
+        self.last_state_ = state if keep_state else None
         self.u_ = np.asarray(state.u)[:M].astype(bool)
         self.v_ = np.asarray(state.v)[:, :M].T.astype(bool)
         self.theta_ = np.asarray(state.alpha)[:, :M].T.astype(np.float32)

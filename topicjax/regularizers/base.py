@@ -1,47 +1,32 @@
 """The regularizer protocol: one pytree type that every fit path accepts the same way.
 
-A regularizer is, to a researcher, a plain differentiable function ``R(phi, theta) -> scalar`` of
-the stochastic matrices Φ (W x T) and Θ (T x D); the EM family maximises ``L + Σ_i τ_i R_i``
-(ARTM eq. 13) and takes the M-step terms ``φ ∂R/∂φ``, ``θ ∂R/∂θ`` of Theorem 2 from ``jax.grad``.
-Whatever is given -- a plain function, a pool member (:mod:`topicjax.regularizers`), a pair
-``(R, tau)``, a list of those, a weighted sum ``2.0 * R1 + R2`` or a :class:`Regularizer` --
-:func:`as_regularizer` turns it into ONE type, :class:`Regularizer`: an ``equinox.Module``
-holding a tuple of :class:`Term`\\ s.  Each term carries
+A regularizer is a plain differentiable function ``R(phi, theta) -> scalar`` of the stochastic
+matrices Φ (W x T) and Θ (T x D); the EM family maximises ``L + Σ_i τ_i R_i`` (ARTM eq. 13) and
+takes the M-step terms ``φ ∂R/∂φ``, ``θ ∂R/∂θ`` of Theorem 2 from ``jax.grad``.
 
-* ``fn(phi, theta, params) -> scalar`` (static: it is the traced code),
-* ``params``: the data the criterion needs (labels, links, seed words, corpus statistics) as a
-  pytree of arrays -- passed explicitly, never closed over, so it does not bake into compiled
-  code and refits with other data of the same shapes reuse it,
-* ``coef``: its coefficient, a :class:`~topicjax.regularizers.schedules.Schedule` whose numbers
-  are leaves (traced: changing τ never recompiles, a grid of τ is vmapped, and a fit can be
-  differentiated with respect to τ),
-* metadata: a name for messages, whether τ must be >= 0, which matrices it reads, whether its
-  data is about particular training documents, an optional ``update`` re-estimating its
-  parameters after every pass (eq. 38-39; rate-controlled sparsing), a JSON ``spec`` to rebuild
-  it when a model is loaded.
+* :func:`as_regularizer` (and :func:`combine`) turns whatever is given -- a plain function, a pool
+  member (:mod:`topicjax.regularizers`), a pair ``(R, tau)``, a list of those, a weighted sum
+  ``2.0 * R1 + R2`` -- into ONE type, :class:`Regularizer`, an ``equinox.Module`` holding a tuple
+  of :class:`Term`\\ s (``fn``, its data ``params`` and its coefficient ``coef`` as pytree leaves,
+  and metadata); anything else is an error naming its position.  :func:`check_regularizers` is
+  the estimators' validator of ``regularizers``.
+* :func:`custom` ``(fn(phi, theta, data), data)`` gives data to a criterion of one's own;
+  :func:`register` adds a factory to :data:`REGISTRY`, from which :func:`from_spec` rebuilds a
+  pool member of a saved model; :meth:`Regularizer.bind` resolves a regularizer against the
+  model's :class:`Context` (topic names, document ids, corpus statistics) when a model is fitted,
+  with clear errors.
+* A fit uses a regularizer as it is *at the time of the call*: every user function is
+  fingerprinted with the values it reads outside its arguments, so a changed global recompiles
+  and is used; a value that cannot be fingerprinted is compared by identity and warned about
+  once.
 
-A fit uses a regularizer as it is *at the time of the call*.  ``fn`` is compiled into the fit,
-and so is every Python value it reads outside its arguments (a module global, a closure cell,
-a default argument, an attribute of a captured object, a numpy array, a helper function that
-reads a global).  So :func:`as_regularizer`, which every entry point calls at every call,
-fingerprints each user function (``R``, the ``fn`` and ``update`` of :func:`custom`, a traced
-schedule ``tau(iteration)``) together with those values
-(:class:`~topicjax.regularizers._fresh.Fresh`: numbers, strings and containers by value, arrays
-by shape, dtype and a hash of their bytes, library modules, classes and functions by identity):
-two terms compare equal, and a compiled step is reused, only when the functions AND their
-fingerprints are equal.  Change ``scale = 2.0`` to ``3.0`` and fit again: the step compiles
-again and uses 3.0; fit again with 3.0 (or back with 2.0) and the compiled step is found.  A
-value that cannot be fingerprinted (an object of a type with no attributes to read, a tracer, a
-structure beyond the walk's bounds) is compared by identity and warned about once, naming the
-regularizer and the variable: its later changes are not seen (pass such data as ``custom(fn,
-data)``'s data, a pytree argument).  Pool members are library functions that read only their
-``params``: they are compared by identity as before.
+Every entry point (``ARTM.fit``, ``fit_many``, ``transform``,
+:func:`topicjax.scale.online.fit_online`, :func:`topicjax.scale.distributed.fit`, the tuner) calls
+:func:`as_regularizer` and then :meth:`Regularizer.bind`.
 
-Pool members hold a ``binder(ctx: Context) -> params`` run when a model is fitted (topic names,
-document ids and corpus statistics are resolved then, with clear errors).  Every entry point
-(``ARTM.fit``, ``fit_many``, ``transform``, :func:`topicjax.scale.online.fit_online`,
-:func:`topicjax.scale.distributed.fit`, the tuner) calls :func:`as_regularizer` and then
-:meth:`Regularizer.bind`.
+What a term carries, the fingerprints in detail and binding: ``docs/guides/internals.md``, "The
+regularizer protocol: terms, binding and fingerprints"; the conventions and the pool: "ARTM
+regularizers: conventions and the pool" there.
 
 >>> import jax.numpy as jnp
 >>> from topicjax import regularizers as R
@@ -70,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax.core.compiled import jit
 from topicjax.core.numerics import EPS
 from topicjax.core.plain import jsonable
 from topicjax.regularizers._fresh import Fresh, fresh
@@ -293,6 +279,20 @@ def _replace(term: Term, **changes) -> Term:
 
 
 # ----------------------------------------------------------------------------- the one type
+@jit
+def _term_checks(reg: "Regularizer", params: tuple, phi, theta) -> list:
+    """For :meth:`Regularizer.check`: ``(value, gradient in phi finite, gradient in theta finite)``
+    of every term at ``phi``, ``theta`` clamped at EPS (as the M-step clamps them), in one compiled
+    program; eager evaluation compiled every operation of every term on its own."""
+    phi_c, theta_c = jnp.maximum(phi, EPS), jnp.maximum(theta, EPS)
+    out = []
+    for t, p in zip(reg.terms, params):
+        val, (g_phi, g_theta) = jax.value_and_grad(lambda a, b, fn=t.fn, q=p: fn(a, b, q), argnums=(0, 1))(phi_c,
+                                                                                                          theta_c)
+        out.append((val, jnp.all(jnp.isfinite(g_phi)), jnp.all(jnp.isfinite(g_theta))))
+    return out
+
+
 class Regularizer(eqx.Module):
     """A weighted sum ``Σ_i coef_i(iteration) R_i(phi, theta; params_i)`` (ARTM eq. 13).
 
@@ -372,8 +372,10 @@ class Regularizer(eqx.Module):
         clear error naming the term for an exception, a non-scalar or non-float value, a
         non-finite value or gradient, or code that JAX cannot trace (:func:`traced_error`: Python
         ``if`` on a traced value...) -- before the long computation."""
-        phi_c, theta_c = jnp.maximum(phi, EPS), jnp.maximum(theta, EPS)
+        if not self.terms:
+            return
         params = self.params if params is None else params
+        phi_c, theta_c = jax.ShapeDtypeStruct(phi.shape, phi.dtype), jax.ShapeDtypeStruct(theta.shape, theta.dtype)
         for t, p in zip(self.terms, params):
             # Traced first, as the fit compiles it (its data too), abstractly -- no computation: code
             # JAX cannot trace fails here, named; then evaluated once, value and gradient together.
@@ -393,15 +395,16 @@ class Regularizer(eqx.Module):
                                  "a regularizer must return a scalar")
             if not jnp.issubdtype(val.dtype, jnp.floating):
                 raise ValueError(f"regularizer {t.name!r} returned dtype {val.dtype}; it must be a float")
-            try:
-                val, (g_phi, g_theta) = jax.value_and_grad(lambda a, b: t.fn(a, b, p), argnums=(0, 1))(phi_c, theta_c)
-            except Exception as e:
-                raise ValueError(f"regularizer {t.name!r} failed {where}: {type(e).__name__}: {e}") from e
-            if not bool(jnp.isfinite(val)):
+        try:  # every term's value and gradients in one program (compiled once per regularizer structure)
+            checked = jax.device_get(_term_checks(self, tuple(params), phi, theta))
+        except Exception as e:
+            raise ValueError(f"regularizers {list(self.names)} failed {where}: {type(e).__name__}: {e}") from e
+        for t, (val, finite_phi, finite_theta) in zip(self.terms, checked):
+            if not np.isfinite(val):
                 raise ValueError(f"regularizer {t.name!r} returned {float(val)} {where} "
                                  "(it must be finite where phi, theta >= EPS)")
-            for what, g in (("phi", g_phi), ("theta", g_theta)):
-                if not bool(jnp.all(jnp.isfinite(g))):
+            for what, finite in (("phi", finite_phi), ("theta", finite_theta)):
+                if not finite:
                     raise ValueError(f"regularizer {t.name!r} has a non-finite gradient in {what} {where}")
 
     # -- building
@@ -414,10 +417,12 @@ class Regularizer(eqx.Module):
         """The data (floating arrays) in ``dtype``; integer arrays stay as they are."""
 
         def conv(x):
-            if isinstance(x, (np.ndarray, jnp.ndarray, np.generic)) and jnp.issubdtype(jnp.result_type(x), jnp.floating):
-                return jnp.asarray(x, dtype)
-            if isinstance(x, (np.ndarray, np.generic)):
-                return jnp.asarray(x)
+            floating = isinstance(x, (np.ndarray, jax.Array, np.generic)) and jnp.issubdtype(jnp.result_type(x),
+                                                                                            jnp.floating)
+            if isinstance(x, (np.ndarray, np.generic)):  # converted on the host, then transferred: jnp.asarray
+                return jax.device_put(np.asarray(x, dtype) if floating else np.asarray(x))  # compiles a program
+            if floating and x.dtype != dtype:
+                return x.astype(dtype)
             return x
 
         return Regularizer([_replace(t, params=jax.tree.map(conv, t.params)) for t in self.terms])
@@ -529,7 +534,7 @@ def custom(fn: Callable, data: Any = None, *, name: str | None = None, nonnegati
     >>> def pull(phi, theta, target):            # stay near a target topic-word matrix
     ...     return -jnp.sum((phi - target) ** 2)
     >>> reg = R.custom(pull, jnp.zeros((5, 2)), name="pull")
-    >>> float(reg(jnp.ones((5, 2)) / 5, jnp.ones((2, 3)) / 2))
+    >>> round(float(reg(jnp.ones((5, 2)) / 5, jnp.ones((2, 3)) / 2)), 6)  # float32
     -0.4
     """
     if not callable(fn):

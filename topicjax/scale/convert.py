@@ -18,7 +18,7 @@ the folder holding it; anything else is refused with
 :class:`~topicjax._outputs.OutputRefusedError` before the input is read.
 
 >>> import os, tempfile, topicjax as tj
->>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=30, seed=0)
 >>> folder = tempfile.mkdtemp()
 >>> docword, _ = tj.data.formats.write_uci(corpus, folder, "bars")
 >>> store = convert_uci(docword, os.path.join(folder, "store"), batch_size=10)
@@ -49,7 +49,8 @@ __all__ = ["convert_uci", "convert_vw", "UCI_MAX_LINE"]
 
 
 def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch_size: int = 1000,
-                block_lines: int = 200_000, encoding: str = "utf-8") -> BatchStore:
+                block_lines: int = 200_000, encoding: str = "utf-8", shuffle: bool = False,
+                seed: int = 0) -> BatchStore:
     """Stream a UCI bag-of-words corpus (``docword.NAME.txt[.gz]`` + ``vocab.NAME.txt``) into a store.
 
     The docword file is read ``block_lines`` lines at a time, so memory is one block whatever the
@@ -59,7 +60,8 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     :func:`topicjax.data.formats.read_uci`.  Documents of the header's D without entries are kept as
     empty documents, within :func:`~topicjax.data.corpus.inferred_size_limit` of the documents that have
     entries (a header ``D = 10**9`` or a jump of the document ids to 10**9 is an error, not a
-    gigabyte of offsets).
+    gigabyte of offsets).  ``shuffle=True`` stores the documents in an order permuted by ``seed``
+    (:class:`~topicjax.scale.store.StoreWriter`), after the whole file is read.
     """
     block_lines = check_int(block_lines, "block_lines", 1)  # np.int64 too
     docword, vocab_src = formats.find_uci(Path(path), vocab_path, name)
@@ -74,7 +76,7 @@ def convert_uci(path, folder, *, vocab_path=None, name: str | None = None, batch
     D, W, nnz = formats.parse_uci_header(header, docword)
     if W != len(vocab):
         raise CorpusError(f"{docword}: the header says W={W} but {vocab_src} has {len(vocab)} words")
-    writer = StoreWriter(folder, batch_size, str(docword), inputs=inputs)
+    writer = StoreWriter(folder, batch_size, str(docword), inputs=inputs, shuffle=shuffle, seed=seed)
     try:
         empty = np.zeros(0, np.int64)
         pend_d, pend_w, pend_c = empty, empty, empty  # entries of the document that may continue
@@ -142,18 +144,21 @@ def _entry_line(body: str, first_line: int, j: int) -> int:
     return first_line
 
 
-def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8", **read_kwargs) -> BatchStore:
+def convert_vw(path, folder, *, batch_size: int = 1000, encoding: str = "utf-8", shuffle: bool = False,
+               seed: int = 0, **read_kwargs) -> BatchStore:
     """Stream a Vowpal Wabbit text file (BigARTM's format) into a store, ``batch_size`` lines at a
     time, each group parsed by :func:`topicjax.data.formats.read_vw` (same tokens, namespaces,
     vocabulary keys and messages, with the line numbers of the whole file).  The vocabulary is
     numbered in order of first appearance; documents without tokens are dropped (as
     ``empty_docs="drop"``) and counted in ``meta.json``.  Document names are not stored, so
     repeated names (a warning of :func:`~topicjax.data.formats.read_vw`) do not matter here; nor are
-    labels (the ``@labels`` namespace, read as labels by default, not as words).
+    labels (the ``@labels`` namespace, read as labels by default, not as words).  ``shuffle=True``
+    stores the documents in an order permuted by ``seed`` (:class:`~topicjax.scale.store.StoreWriter`).
     """
     vocab = read_kwargs.get("vocab")
     writer = StoreWriter(folder, batch_size, str(path),
-                         inputs=[path] + ([vocab] if isinstance(vocab, (str, os.PathLike)) else []))
+                         inputs=[path] + ([vocab] if isinstance(vocab, (str, os.PathLike)) else []),
+                         shuffle=shuffle, seed=seed)
     try:
         keys: dict[str, int] = {}
         dropped = n_read = 0

@@ -1,98 +1,32 @@
 """One PLSA/ARTM model on many devices and hosts: documents sharded, counts reduced with ``psum``.
 
-The E-step is a sum over documents, so it splits over devices exactly: :func:`shard` (of
-:mod:`topicjax.core.sharding`, where the equations are) gives each device a contiguous block of
-documents, a :class:`ShardedCounts` layout with its own E-step (``shard_map`` + ``psum``).
-Everything else is the one EM step of :mod:`topicjax.core.em`: ``ARTM.fit(corpus, mesh=mesh)``
-(or :func:`fit`) runs the same M-step, regularizers (any that ``ARTM`` accepts), removal of
-over-regularized topics and documents, driver and checks on global arrays, which XLA's
-partitioner splits over the devices.  The result is the single-device model up to float
-round-off (the order of the additions differs); bits may differ between CPU and GPU.
+:func:`fit` ``(corpus, n_components, *, mesh=None, **artm_params)`` returns an
+:class:`~topicjax.artm.ARTM` fitted with the documents sharded over ``mesh`` (default:
+:func:`make_mesh`, every device of every process), the same model in every process: the
+single-device model up to float round-off (bits may differ between CPU and GPU).  ``corpus`` is a
+:class:`~topicjax.data.Corpus` held whole by every process, or a batch store
+(:mod:`topicjax.scale.store`, or its folder) of which each process reads only its own devices'
+documents (:func:`store_corpus`); with a store, labels, modality weights and scores or
+regularizers that read every entry (``background_ratio``, coherence against the training corpus,
+``improve_coherence`` without ``cooc``) are refused with an error that says so.
+``ARTM.fit(corpus, mesh=mesh)`` is the same fit.
 
-Memory and traffic: each device stores its documents' counts, Φ (W x T, replicated) and its
-block of Θ's columns (T x D / n: Θ is split by documents, so are the M-step's Θ-sized
-temporaries); one pass all-reduces the W x T counts n_wt.  The blocks hold equal numbers of
-documents (``ceil(D / n)``, the last padded with columns that are no document and that no
-regularizer or score sees), so the devices' work is as even as the documents' lengths along the
-corpus's order.  A regularizer ``R(Φ, Θ)`` is written for the whole Θ as always; what it sums over
-documents, XLA adds up across the devices.
+:func:`initialize` joins a multi-process run (``jax.distributed``, gloo collectives on CPU); call
+it in every process before anything else touches JAX, with the coordinator's ``host:port``, the
+number of processes and this process's id, or with no arguments under SLURM / Open MPI.  A
+coordinator or peer that does not come within ``timeout`` is a :class:`StartupError`; bad
+arguments are ``ValueError`` s.  The layout (:class:`ShardedCounts`, :class:`RangeCorpus`,
+:func:`shard`, :func:`replicate`, :func:`host_array`, :data:`AXIS`) is
+:mod:`topicjax.core.sharding`'s, re-exported.  Several devices in one CPU process:
+``XLA_FLAGS=--xla_force_host_platform_device_count=4`` set before JAX starts.
 
-Several devices in one process
-------------------------------
-On CPU, ask XLA for several host devices *before JAX starts*::
-
-    XLA_FLAGS=--xla_force_host_platform_device_count=4 python fit.py
-
-and in ``fit.py``::
-
-    from topicjax.scale import distributed
-    model = distributed.fit(corpus, n_components=100, max_iter=50)   # an ARTM, all devices
-
-On a machine with several GPUs the same code uses them all (``jax.devices()``).  On one
-multi-core CPU, N host devices are also the way to run one model on N threads (XLA runs each
-device's share on its own thread; the single-device E-step is mostly single-threaded), at the
-price of the all-reduce of the counts; ``experiments/bench_em.py`` reports this as
-``ours-Ndev`` when started with the flag above.
-
-Several processes or hosts (``jax.distributed``)
--------------------------------------------------
-Start one process per host (or per GPU) with the same script; each calls
-:func:`initialize` before anything else touches JAX, with the same coordinator (``host:port`` of
-process 0, reachable by all), the number of processes and its own id ``0 .. n - 1``::
-
-    # host 0 (the coordinator, reachable by the others on port 12345):
-    python fit.py --coordinator 10.0.0.1:12345 --num-processes 2 --process-id 0
-    # host 1:
-    python fit.py --coordinator 10.0.0.1:12345 --num-processes 2 --process-id 1
-
-    # fit.py
-    from topicjax.scale import distributed
-    distributed.initialize(args.coordinator, args.num_processes, args.process_id)
-    model = distributed.fit("nytimes-store", n_components=100, regularizers=[...], max_iter=50)
-    if jax.process_index() == 0:
-        model.save("model")
-
-The mesh then spans the devices of all processes; :func:`shard` builds, in each process, only
-the shards of its own devices (``jax.make_array_from_callback``), and every process ends with the
-same model.  Under SLURM or Open MPI, ``jax.distributed.initialize()`` without arguments finds the
-coordinator itself: call ``distributed.initialize()`` with no arguments from ``srun python
-fit.py``.  On CPU the cross-process reductions use the gloo collectives, which
-:func:`initialize` switches on.  ``tests/scale/test_distributed.py`` runs two processes on localhost.
-
-Each process reads its own documents only
------------------------------------------
-Given a batch store (:mod:`topicjax.scale.store`: its folder, on a shared file system or copied
-to every host), :func:`fit` reads in every process the whole ``offsets.bin`` (D + 1 numbers),
-cuts the documents into the devices' blocks (:func:`~topicjax.core.sharding.document_blocks`) and
-reads from ``words.bin`` and ``counts.bin`` only the byte ranges of its own devices
-(:meth:`BatchStore.documents <topicjax.scale.store.BatchStore.documents>`).  What the fit needs of
-the whole corpus comes from the store's ``meta.json`` and ``vocab.txt`` (D, W, the vocabulary,
-the number of tokens) and from sums over documents that every device computes on its own entries
-and ``psum`` adds up: the document lengths ``n_d`` and word totals ``n_w`` (for regularizers such
-as topic selection and smoothing towards the background, and for the scores), which also check the
-store (every document has a token, the tokens add up to ``meta.json``'s).  Θ starts uniform and Φ
-from ``random_state``, so every process starts from the same model without reading anything.
-The result is the model ``ARTM(...).fit(store.corpus())`` gives in one process, up to round-off
-(the E-step's additions run in another order; duplicate (d, w) entries, which a
-:class:`~topicjax.data.Corpus` merges, are added by the E-step).  Memory per process: its
-documents' layout (about 1/P of the entries), Φ and 1/P of Θ (gathered whole into every process
-once, at the end, as the model's ``theta_``).  Not with this path: labels, modality
-weights, and scores or regularizers that read every entry (``background_ratio``, coherence against
-the training corpus, ``improve_coherence`` without ``cooc``): they say so.
-
-The online algorithm across processes
--------------------------------------
-:func:`topicjax.scale.online.fit_online` ``(store, ..., mesh=mesh)`` splits every batch the same
-way: each device gets a contiguous share of the batch's documents, each process reads only its
-devices' shares, the Θ passes of a document need only its own entries and Φ (replicated), and the
-batch's counts ``n̂_wt`` are the devices' partial counts added with ``psum``; every process then
-applies the same update ``n_wt ← (1 - ρ) n_wt + ρ n̂_wt`` and M-step, so all hold the same Φ:
-the one-process online model up to round-off.  Every batch has one sharded shape (the most chunks
-any device needs in any batch), so the step compiles once.
+How it works (memory and traffic, several processes, each process reading its own documents,
+the online algorithm across processes): ``docs/guides/internals.md``, "Sharded fits: documents
+over devices and hosts"; its use on a cluster: ``docs/scale.md``, "Running on a cluster".
 
 >>> import topicjax as tj
 >>> from topicjax.scale import distributed
->>> corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=40, seed=0)
 >>> model = distributed.fit(corpus, n_components=10, max_iter=3, progress=False)
 >>> model.phi_.shape, model.theta_.shape
 ((25, 10), (10, 40))
@@ -128,7 +62,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
 
     Call it first thing in every process, before any JAX computation.  With no arguments JAX
     detects the cluster (SLURM, Open MPI, Kubernetes/TPU environments).  On CPU the
-    cross-process ``psum`` needs a collectives library: gloo is selected here.
+    cross-process ``psum`` needs a collectives library: gloo is selected here, and connected here
+    too, with the standard output muted meanwhile (:func:`_connect_quietly`: gloo's connection
+    lines do not show).
 
     With an explicit ``coordinator_address`` (``host:port``), ``num_processes`` > 1 and
     ``process_id``, the processes first meet at that address (:func:`_rendezvous`, a plain TCP
@@ -139,7 +75,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     ``initialization_timeout`` is set to ``timeout`` too, unless given in ``kwargs``.
 
     Raises:
-        StartupError: the coordinator or a peer did not arrive within ``timeout`` seconds.
+        StartupError: the coordinator or a peer did not arrive within ``timeout`` seconds, or (on
+            CPU) a sum over every device of every process did not count them all.
         ValueError: ``timeout`` not a number > 0, ``process_id`` outside ``[0, num_processes)``, or an
             address that is not ``host:port``.
     """
@@ -152,6 +89,49 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                process_id=process_id, **kwargs)
+    if jax.process_count() > 1 and jax.default_backend() == "cpu":
+        _connect_quietly()
+
+
+def _connect_quietly() -> None:
+    """Connect the processes' gloo collectives now, with this process's standard output (file
+    descriptor 1) sent to the null device meanwhile.  Gloo writes one line per process when it
+    connects (``[Gloo] Rank 1 is connected to 1 peer ranks. ...``) from C++ to ``std::cout``;
+    no setting, environment variable or log level of gloo or JAX turns it off (jaxlib 0.10), so
+    the connections are made here rather than in the middle of the first fit: gloo keeps one per
+    group of devices, and the groups are those of the fits' reductions, every device of
+    :func:`make_mesh` (the counts' ``psum``) and one device per process (the gathers to the
+    host).  Nothing else runs meanwhile: ``initialize`` is the first thing a process does.
+    Errors still go to the standard error."""
+    import ctypes
+    import sys
+
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from topicjax.core.compiled import jit
+
+    mesh = make_mesh()
+    ones = jax.make_array_from_callback((mesh.devices.size,), NamedSharding(mesh, PartitionSpec(AXIS)),
+                                        lambda index: np.ones(1, np.int32))
+    total = jit(jnp.sum, out_shardings=NamedSharding(mesh, PartitionSpec()))
+    sys.stdout.flush()
+    libc = ctypes.CDLL(None)
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        multihost_utils.sync_global_devices("topicjax.scale.distributed.initialize")
+        n = int(total(ones))
+        libc.fflush(None)  # C stdio's buffer of the lines, written while they still go nowhere
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+    if n != mesh.devices.size:
+        raise StartupError(f"the devices of the {jax.process_count()} processes added up to {n}, expected "
+                           f"{mesh.devices.size}: the collectives do not reach every device")
 
 
 def _rendezvous(address: str, n: int, pid: int, timeout: float) -> None:

@@ -10,14 +10,14 @@ non-zeros are read one batch at a time (the next batch is read in the background
 
    * with ``doc_passes = k >= 1`` (BigARTM's ``num_document_passes``): Θ_b restarts from uniform
      and takes ``k`` iterations of ARTM eq. 16, ``θ_td ∝ (n_td + θ_td ∂R/∂θ_td)₊``, with the Θ
-     terms of R evaluated on the batch's columns (:func:`topicjax.core.em.theta_passes`); with
+     terms of R evaluated on the batch's columns (:func:`topicjax.core.foldin.theta_passes`); with
      ``doc_passes=None`` Θ_b is the batch's columns of the last iteration's Θ (plain EM);
    * one E-step at (Φ, Θ_b) (:func:`topicjax.core.estep.expected_counts`) adds the batch's
      ``∂L_b/∂φ_wt`` to the pass's total and writes ``∂L_b/∂θ_td`` into Θ's columns of the batch
      (``n_wt = φ_wt Σ_b ∂L_b/∂φ_wt``, ``n_td = θ_td ∂L/∂θ_td``, eq. 7-8), and ``L = Σ_b L_b``
      (eq. 4);
 
-2. then the M-step of ARTM.fit, :func:`topicjax.core.em.step` itself (eq. 14-16 with
+2. then the M-step of ARTM.fit, :func:`topicjax.artm.algorithm.step` itself (eq. 14-16 with
    ``jax.grad`` of the regularizers, the removal of over-regularized topics and documents of
    Notes 1-2, the regularizers' ``update``), with the counts of step 1 in place of the E-step
    over the corpus: ``φ_wt ∝ (n_wt + φ_wt ∂R/∂φ_wt)₊``, ``θ_td ∝ (n_td + θ_td ∂R/∂θ_td)₊``.
@@ -35,7 +35,7 @@ read from the store.
 
 >>> import tempfile, topicjax as tj
 >>> from topicjax.scale import offline, store
->>> corpus, _ = tj.datasets.make_bars(n_docs=300, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=300, seed=0)
 >>> st = store.write_store([corpus], tempfile.mkdtemp(), batch_size=100)
 >>> model = offline.fit_store(st, 10, max_iter=3, progress=False)
 >>> model.phi_.shape, model.theta_.shape, len(model.history_)
@@ -55,8 +55,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from topicjax.artm import ARTM
-from topicjax.artm import setup as S
-from topicjax.core import driver, em, estep, layout, mstep
+from topicjax.artm import setup
+from topicjax.artm import algorithm as em
+from topicjax.core import driver, estep, layout, mstep
 from topicjax.core.random import as_key, check_random_state, fresh_seed
 from topicjax.core.validation import check_bool, check_int
 from topicjax.regularizers import Context, as_regularizer
@@ -70,7 +71,7 @@ __all__ = ["fit_store"]
 
 class _PassCounts(NamedTuple):
     """The counts of one pass over the store as a layout that brings its own E-step
-    (:func:`topicjax.core.estep.expected_counts`): :func:`topicjax.core.em.step` then applies its
+    (:func:`topicjax.core.estep.expected_counts`): :func:`topicjax.artm.algorithm.step` then applies its
     M-step to them.  ``doc`` and ``count`` are placeholders for the reweighting of removed
     documents (:func:`topicjax.core.layout.reweight_docs`), already applied batch by batch."""
 
@@ -243,16 +244,16 @@ def fit_store(store: BatchStore | str | os.PathLike, n_components: int, *, max_i
 
     state, history = driver.run_host(step, state, max_iter=max_iter, progress=progress, desc="offline EM (store)",
                                      health=health)
-    st = S.Structure(corpus=_Sizes(W, D), names=tuple(f"topic_{j}" for j in range(T)), background=(),
+    st = setup.Structure(corpus=_Sizes(W, D), names=tuple(f"topic_{j}" for j in range(T)), background=(),
                      row_mod=np.zeros(W, np.int32), mod_names=("words",), weights=np.ones(1))
     model.vocab_ = list(store.vocab())
     model.n_features_in_ = W
-    model._store(st, state, history)
+    model._fitted_from_em(st, state, history)
     return model
 
 
 class _Sizes(NamedTuple):
-    """What :meth:`ARTM._store` reads of a corpus: its sizes."""
+    """What :meth:`ARTM._fitted_from_em` reads of a corpus: its sizes."""
 
     n_words: int
     n_docs: int

@@ -18,7 +18,7 @@ one after the other; the streaming converters of files (:mod:`topicjax.scale.con
 through the same :class:`StoreWriter`.
 
 >>> import tempfile, topicjax as tj
->>> corpus, _ = tj.datasets.make_bars(n_docs=300, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=300, seed=0)
 >>> store = write_store([corpus], tempfile.mkdtemp(), batch_size=100)
 >>> store.n_docs, store.n_batches, store.batch(2).first
 (300, 3, 200)
@@ -115,6 +115,11 @@ class BatchStore:
     @property
     def n_batches(self) -> int:
         return -(-self.n_docs // self.batch_size)
+
+    def __repr__(self) -> str:
+        # from meta.json as read at opening: a repr reads no file
+        return (f"BatchStore({str(self.folder)!r}, docs={self.n_docs:,}, words={self.n_words:,}, "
+                f"tokens={self.n_tokens:,}, batches={self.n_batches:,} of {self.batch_size:,} documents)")
 
     def vocab(self) -> list[str]:
         path = self.folder / "vocab.txt"
@@ -286,6 +291,13 @@ def check_store_target(folder, inputs=()) -> Path:
     return check_folder(folder, owns=is_store, kind="a batch store", ignore=_ours)
 
 
+def _check_shuffle(shuffle, seed) -> tuple[bool, int]:
+    """``shuffle`` (a bool) and ``seed`` (an int >= 0) of a store writer, or a ValueError naming them."""
+    if not isinstance(shuffle, (bool, np.bool_)):
+        raise ValueError(f"shuffle must be True or False, got {shuffle!r}")
+    return bool(shuffle), check_int(seed, "seed", 0)
+
+
 class StoreWriter:
     """Appends documents (CSR pieces) to the flat files of a store.
 
@@ -295,10 +307,18 @@ class StoreWriter:
     and renamed over the store's files only by :meth:`close`, ``meta.json`` last, so a conversion
     that fails or is killed leaves the earlier store (or nothing) as it was; other files in the
     folder are kept.  Two writers of one folder are refused (a lock).
+
+    With ``shuffle=True`` the documents are stored in the order of a permutation seeded by ``seed``
+    (``numpy.random.default_rng(seed).permutation(n_docs)``: stored document ``i`` is appended
+    document ``perm[i]``), applied by :meth:`close` to the appended files, one block of documents
+    at a time (memory: the D + 1 offsets and one block, not the corpus).  Batches are runs of
+    consecutive stored documents, so a corpus appended sorted by label (20 Newsgroups) gives
+    batches that each mix every label, as the online algorithm assumes.
     """
 
-    def __init__(self, folder, batch_size: int, source: str, inputs=()):
+    def __init__(self, folder, batch_size: int, source: str, inputs=(), *, shuffle: bool = False, seed: int = 0):
         batch_size = check_int(batch_size, "batch_size", 1)  # documents per batch; 2.5 or "3" is refused
+        self.shuffle, self.seed = _check_shuffle(shuffle, seed)
         self.folder = check_store_target(folder, inputs)
         self.created = not self.folder.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -347,6 +367,33 @@ class StoreWriter:
                 self.folder.rmdir()  # only if empty: a store or another file that appeared stays
         self._lock.close()
 
+    def _permute(self, block_docs: int = 1 << 16) -> None:
+        """Rewrite the appended (closed) files in the seeded order of the documents."""
+        offsets = np.fromfile(self._pending("offsets.bin"), np.int64)
+        perm = np.random.default_rng(self.seed).permutation(self.n_docs)
+        lengths = np.diff(offsets)[perm]
+        src = {n: np.memmap(self._pending(n), np.int32, "r") if self.nnz else np.zeros(0, np.int32)
+               for n in ("words.bin", "counts.bin")}
+        tmp = {n: self.folder / f".{n}{_PENDING}{self.id}.shuffled" for n in src}
+        try:
+            with open(tmp["words.bin"], "xb") as fw, open(tmp["counts.bin"], "xb") as fc:
+                for lo in range(0, self.n_docs, block_docs):
+                    docs, lens = perm[lo:lo + block_docs], lengths[lo:lo + block_docs]
+                    # the entries of the block's documents, in the new order: each document's run
+                    # starts at its old offset (a run-length expansion of the starts)
+                    run_start = np.repeat(offsets[docs] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+                    idx = run_start + np.arange(int(lens.sum()), dtype=np.int64)
+                    fw.write(np.asarray(src["words.bin"][idx], np.int32).tobytes())
+                    fc.write(np.asarray(src["counts.bin"][idx], np.int32).tobytes())
+            del src
+            for n, t in tmp.items():
+                os.replace(t, self._pending(n))
+        finally:
+            for t in tmp.values():
+                t.unlink(missing_ok=True)
+        new_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self._pending("offsets.bin").write_bytes(new_offsets.tobytes())
+
     def abort(self) -> None:
         """Give up a conversion that failed: its hidden files go, an earlier store is untouched."""
         self._release()
@@ -357,6 +404,8 @@ class StoreWriter:
                 f.close()
             if self.n_docs == 0:
                 raise CorpusError(f"{self.source}: no documents to store")
+            if self.shuffle:
+                self._permute()
             seen: dict[str, int] = {}
             for i, w in enumerate(vocab):
                 if not w or "\n" in w or w != w.strip():
@@ -366,7 +415,8 @@ class StoreWriter:
                                       "store's words must be distinct")
             self._pending("vocab.txt").write_text("".join(f"{w}\n" for w in vocab), encoding="utf-8")
             meta = dict(format=FORMAT, n_docs=self.n_docs, n_words=len(vocab), nnz=self.nnz, n_tokens=self.n_tokens,
-                        batch_size=self.batch_size, source=self.source, **(extra or {}))
+                        batch_size=self.batch_size, source=self.source, **(extra or {}),
+                        **({"shuffle_seed": self.seed} if self.shuffle else {}))
             self._pending("meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
             # The marker first and meta.json last: a kill in between leaves a folder that is still
             # recognised as a store's (and replaced by the next write) but never read as a store.
@@ -380,8 +430,13 @@ class StoreWriter:
         return BatchStore(self.folder)
 
 
-def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> BatchStore:
+def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000, shuffle: bool = False,
+                seed: int = 0) -> BatchStore:
     """Write corpora one after another into a store (all with the first part's vocabulary).
+
+    ``shuffle=True`` stores the documents of all parts in an order permuted by ``seed`` (an int
+    >= 0; see :class:`StoreWriter`): the online fit reads batches in the store's order, so a corpus
+    sorted by label is best stored shuffled.  ``meta.json`` records the seed as ``shuffle_seed``.
 
     Only one part is in memory at a time when ``parts`` is a generator, so a corpus can be
     converted piece by piece.  ``folder`` must be new, empty or hold a store, which is replaced
@@ -394,13 +449,14 @@ def write_store(parts: Iterable[Corpus], folder, *, batch_size: int = 1000) -> B
         CorpusError: no parts, parts with different vocabularies, a vocabulary that repeats a word.
     """
     check_store_target(folder)  # before the first part is made
+    _check_shuffle(shuffle, seed)
     writer = None
     vocab = None
     try:
         for i, part in enumerate(parts):
             if vocab is None:
                 vocab = list(part.vocab)
-                writer = StoreWriter(folder, batch_size, "corpus parts")
+                writer = StoreWriter(folder, batch_size, "corpus parts", shuffle=shuffle, seed=seed)
             elif tuple(part.vocab) != tuple(vocab):
                 raise CorpusError(f"part {i} has another vocabulary than part 0 (re-index it with Corpus.with_vocab)")
             writer.append(np.diff(part.doc_offsets), part.word_ids, part.counts)

@@ -1,5 +1,9 @@
 """Exact EM for TTMM (eq. 6-11) in log space, never building the J x K x W tensor Q (see
-:mod:`topicjax.ttmm`), and its algorithm for the drivers of :mod:`topicjax.core.driver`."""
+:mod:`topicjax.ttmm`), and its algorithm for the drivers of :mod:`topicjax.core.driver`.
+
+The family's algorithm module, in the shape every family's has: :data:`State`
+(:class:`TTMMEMState`), :func:`init` (:func:`em_init`), :func:`step` (:func:`em_step`) and
+:data:`ALGORITHM` (:data:`TTMM_EM`: static ``None``, args ``(data,)``)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from topicjax.ttmm.sweeps import EPS, normalize_rows, theme_terms, word_sums
 from topicjax.core.compiled import jit
 
 __all__ = ["TTMMEMState", "em_init", "em_step", "em_step_impl", "TTMM_EM", "loglik_measure", "loglik_value",
-           "converged_double"]
+           "converged_double", "State", "init", "step", "ALGORITHM"]
 
 
 class TTMMEMState(NamedTuple):
@@ -70,9 +74,10 @@ def loglik_measure(doc_loglik):
 
 
 def converged_double(old, new, tol):
-    """The relative-change rule on double-floats: ``|Δ| <= tol · |L|``."""
+    """The relative-change rule (:func:`topicjax.core.driver.relative_change_converged`) on
+    double-floats: ``|Δ| <= tol · |L|``."""
     change = (new["hi"] - old["hi"]) + (new["lo"] - old["lo"])
-    return jnp.abs(change) <= tol * jnp.maximum(jnp.abs(new["hi"]), 1e-30)
+    return driver.relative_change_converged(change, new["hi"], tol)
 
 
 def loglik_value(m):
@@ -100,3 +105,15 @@ def _health(state, static):
 #: TTMM EM for the drivers: args ``(data,)``, the layout of :func:`topicjax.ttmm.sweeps.theme_layout`.
 TTMM_EM = driver.Algorithm(step=_step, objective=_objective, record=_record, health=_health,
                            converged=converged_double, value=loglik_value)
+
+
+#: The state type (the name every family's algorithm module has): :class:`TTMMEMState`.
+State = TTMMEMState
+#: The initial state: :func:`em_init`.
+init = em_init
+#: :func:`em_init` as one compiled program (eager, its zeros compiled a program each)
+init_compiled = jit(em_init, static_argnums=(1, 2, 3, 4), static_argnames=("dtype",))
+#: One EM iteration: :func:`em_step`.
+step = em_step
+#: The :class:`~topicjax.core.driver.Algorithm` the driver runs: :data:`TTMM_EM`.
+ALGORITHM = TTMM_EM

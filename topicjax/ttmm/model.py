@@ -12,7 +12,7 @@ from topicjax.core import driver
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
-from topicjax.core import validation as V
+from topicjax.core import validation
 from topicjax.estimator import TopicModelBase, host_array, int_sequence
 from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ttmm import em as ttmm_em
@@ -28,6 +28,13 @@ __all__ = ["TTMM"]
 def _total(rec) -> float:
     """A recorded double-float L in float64."""
     return float(np.float64(rec["hi"]) + np.float64(rec["lo"]))
+
+
+def _em_logliks(records, params, data, n_docs: int) -> list[float]:
+    """L (eq. 4) after 0, 1, ..., ``len(records)`` EM iterations, float64: each record holds L of
+    the parameters its iteration started from, and L of the final ``params`` is computed here."""
+    final = float(np.sum(host_array(doc_log_likelihood(params, data, n_docs)).astype(np.float64)))
+    return [_total(r) for r in records] + [final]
 
 
 _DEFAULT_OPTIMIZER = []
@@ -100,12 +107,12 @@ class TTMM(TopicModelBase):
         self.progress = progress
 
     _constraints = {
-        "n_themes": V.integer(1),
-        "solver": V.one_of("em", "sgd"),
-        "optimizer": V.protocol("an optax GradientTransformation", "init", "update"),
-        "batch_size": V.integer(1),
-        "chunk": V.optional(V.integer(1)),
-        "progress": V.boolean(),
+        "n_themes": validation.integer(1),
+        "solver": validation.one_of("em", "sgd"),
+        "optimizer": validation.protocol("an optax GradientTransformation", "init", "update"),
+        "batch_size": validation.integer(1),
+        "chunk": validation.optional(validation.integer(1)),
+        "progress": validation.boolean(),
     }
 
     # ---------------------------------------------------------------- checks
@@ -128,7 +135,7 @@ class TTMM(TopicModelBase):
         name, value, per, fixed = (("n_themes", J, by_j, 4.0 * m * K * W) if J * by_j >= K * by_k
                                    else ("n_components", K, by_k, 4.0 * (2 * J * W + D * J)))
         fits = f"{models} TTMM fits hold" if models > 1 else "one TTMM fit holds"
-        V.refuse_size(name, value, per, fixed,
+        validation.refuse_size(name, value, per, fixed,
                       what=(f"with {J:,} themes and {K:,} topics on {W:,} words and {D:,} documents, {fits} τ (J x K), "
                             "β (K x W), the EM step's new τ and β, its sums A, R (J x W) and the theme posteriors "
                             "(D x J) in float32"))
@@ -149,29 +156,30 @@ class TTMM(TopicModelBase):
         data = theme_layout(corpus, J, self.chunk)
         seed = self._seed(ckpt)
         if self.solver == "em":
-            state = ttmm_em.em_init(as_key(seed), J, K, W, D)
+            state = ttmm_em.init_compiled(as_key(seed), J, K, W, D)
             state, records = driver.run(ttmm_em.TTMM_EM, None, state, (data,), max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM EM",
                                         checkpoint=None if ckpt is None else ckpt.run("fit"))
             params = state.params
-            final = float(np.sum(host_array(doc_log_likelihood(params, data, D)).astype(np.float64)))
-            lls = [_total(r) for r in records] + [final]
-            self._set_history(records, lls[1:])
+            lls = _em_logliks(records, params, data, D)
         else:
             params, lls, records = self._fit_sgd(corpus, data, as_key(seed), seed, ckpt)
-            self._set_history(records, lls[1:])
-        self.pi_ = host_array(params.pi)
-        self.tau_ = host_array(params.tau)
-        self.beta_ = host_array(params.beta)
-        self.theta_ = host_array(doc_topic_posterior(params, data, D)).T
-        self.loglik_history_ = [float(v) for v in lls]
-        self.n_iter_ = len(records)
-        self._set_components()
+        self._set_fitted(params, data, D, records, lls)
         return self
 
-    def _set_history(self, records, objectives):
+    def _set_fitted(self, params: TTMMParams, data, n_docs: int, records: list, lls: list) -> None:
+        """Every fitted attribute, the one place they are written (:meth:`fit` with either solver,
+        each model of :meth:`fit_many`): the parameters ``params``, Θ of eq. 18 for the ``n_docs``
+        training documents of ``data``, ``loglik_history_`` = ``lls`` (L after 0, 1, ...,
+        ``len(records)`` iterations), ``history_`` from the driver's ``records`` (the objective of
+        iteration i is ``lls[i]``) and ``n_iter_`` (``seed_`` is written when the fit starts)."""
+        self.pi_, self.tau_, self.beta_ = (host_array(x) for x in params)
+        self.theta_ = host_array(doc_topic_posterior(params, data, n_docs)).T
+        self.loglik_history_ = [float(v) for v in lls]
         self.history_ = [{"iteration": r["iteration"], "objective": o, "seconds": r["seconds"]}
-                         for r, o in zip(records, objectives)]
+                         for r, o in zip(records, lls[1:])]
+        self.n_iter_ = len(records)
+        self._set_components()
 
     def _fit_sgd(self, corpus: Corpus, data, key, seed, ckpt=None):
         import optax
@@ -254,26 +262,15 @@ class TTMM(TopicModelBase):
         finals, recs, n_done, status = driver.run_many(ttmm_em.TTMM_EM, None, states, (data,), batched=(False,),
                                                        max_iter=int(self.max_iter), tol=float(self.tol), mode=mode,
                                                        vmap_size=vmap_size, workers=workers)
-        recs = jax.tree.map(np.asarray, recs)
+
+        def error(g, n, status):
+            return NumericalError(f"TTMM fit_many (seed {seeds[g]}): non-finite parameters at iteration {n + 1}",
+                                  iteration=n + 1, reason="nonfinite")
+
         models = []
-        for g, seed in enumerate(seeds):
-            if int(status[g]) >= driver.NONFINITE:
-                raise NumericalError(f"TTMM fit_many (seed {seed}): non-finite parameters at iteration "
-                                     f"{int(n_done[g]) + 1}", iteration=int(n_done[g]) + 1, reason="nonfinite")
-            m = self._clone_with(random_state=seed)
-            m.vocab_, m.n_features_in_ = self.vocab_, self.n_features_in_
-            params = jax.tree.map(lambda a: a[g], finals.params)
-            n = int(n_done[g])
-            rows = [{"iteration": i + 1, "hi": recs["hi"][g, i], "lo": recs["lo"][g, i], "seconds": 0.0}
-                    for i in range(n)]
-            final = float(np.sum(host_array(doc_log_likelihood(params, data, D)).astype(np.float64)))
-            lls = [_total(r) for r in rows] + [final]
-            m._set_history(rows, lls[1:])
-            m.pi_, m.tau_, m.beta_ = (host_array(x) for x in params)
-            m.theta_ = host_array(doc_topic_posterior(params, data, D)).T
-            m.loglik_history_ = [float(v) for v in lls]
-            m.n_iter_ = n
-            m._set_components()
+        for m, state, rows in self._batch_models(finals, recs, n_done, status, seeds=seeds, error=error,
+                                                 clone=lambda g: self._clone_with_input(random_state=seeds[g])):
+            m._set_fitted(state.params, data, D, rows, _em_logliks(rows, state.params, data, D))
             models.append(m)
         return models
 

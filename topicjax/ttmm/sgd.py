@@ -1,5 +1,9 @@
 """Minibatch SGD for TTMM (eq. 12-15) with any optax optimiser on softmax logits, and one epoch
-as an algorithm for the drivers of :mod:`topicjax.core.driver`."""
+as an algorithm for the drivers of :mod:`topicjax.core.driver`.
+
+An algorithm module in the shape every family's has: :data:`State` (:class:`SGDState`),
+:func:`init` (:func:`sgd_init`), :func:`step` (:func:`epoch_step`, one epoch) and
+:data:`ALGORITHM` (:data:`TTMM_SGD`: static ``(optimizer, n_docs)``, args ``(batches, data)``)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from topicjax.ttmm.sweeps import doc_log_likelihood, safe_log
 from topicjax.core import compiled
 
 __all__ = ["Batch", "SGDState", "params_from_logits", "logits_from_params", "batch_loss", "sgd_init",
-           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "TTMM_SGD"]
+           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "TTMM_SGD",
+           "State", "init", "step", "ALGORITHM"]
 
 
 class Batch(NamedTuple):
@@ -184,3 +189,12 @@ def _health(state, static):
 TTMM_SGD = driver.Algorithm(step=epoch_step, objective=_objective, record=_objective, health=_health,
                             converged=converged_double, value=loglik_value)
 
+
+#: The state type (the name every family's algorithm module has): :class:`SGDState`.
+State = SGDState
+#: The initial state: :func:`sgd_init`.
+init = sgd_init
+#: One epoch: :func:`epoch_step`.
+step = epoch_step
+#: The :class:`~topicjax.core.driver.Algorithm` the driver runs: :data:`TTMM_SGD`.
+ALGORITHM = TTMM_SGD

@@ -22,7 +22,7 @@ are those of the ordinary fit up to float round-off (tested against ``ARTM.fit``
 >>> import jax, jax.numpy as jnp, topicjax as tj
 >>> from topicjax.core import estep, layout
 >>> from topicjax.tune.backend import differentiable
->>> corpus, _ = tj.datasets.make_bars(n_docs=20, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=20, seed=0)
 >>> data = differentiable(layout.prepare(corpus))
 >>> phi = jnp.full((corpus.n_words, 3), 1 / corpus.n_words)
 >>> theta = jnp.full((3, corpus.n_docs), 1 / 3)

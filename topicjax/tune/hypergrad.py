@@ -1,7 +1,7 @@
 """Hypergradients: the derivative of a validation objective with respect to the coefficients,
 through a whole fit.
 
-Write ``x = (Φ, Θ)``, ``F(x, u)`` for one regularized EM iteration (:func:`topicjax.core.em.step`,
+Write ``x = (Φ, Θ)``, ``F(x, u)`` for one regularized EM iteration (:func:`topicjax.artm.algorithm.step`,
 ARTM eq. 14-16) with coefficients ``exp(u)``, ``x_K = F(x_{K-1}, u)`` for the fit from ``x_0``,
 and ``f(x_K)`` for the objective (:mod:`topicjax.tune.objectives`).  Two ways to ``df/du``:
 
@@ -36,7 +36,7 @@ whatever ``TOPICJAX_ESTEP`` selects (:mod:`topicjax.tune.backend`).
 >>> import jax.numpy as jnp, topicjax as tj
 >>> from topicjax import regularizers as R
 >>> from topicjax.tune import Problem, targets_from, unrolled, objectives as O
->>> corpus, _ = tj.datasets.make_bars(n_docs=60, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=60, seed=0)
 >>> train, valid = corpus.train_test_split(20, seed=0)
 >>> model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.1)], max_iter=10, progress=False)
 >>> problem = Problem.from_model(model, train)
@@ -53,7 +53,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from topicjax.core import em
+from topicjax.artm import algorithm as em
 from topicjax.tune.backend import engine
 from topicjax.tune.objectives import Objective
 from topicjax.tune.problem import Problem, fit_at, set_coefs

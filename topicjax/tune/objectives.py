@@ -1,51 +1,33 @@
 """Differentiable validation objectives of a fitted model (losses: lower is better).
 
-An :class:`Objective` is a weighted sum of parts, each a differentiable function of the model's
-Φ (word rows, W x T) and Θ (T x D, the training documents), with its data as pytree leaves (the
-validation corpora on the device; the weights are leaves too, so changing them never
-recompiles).  ``objective(phi, theta) -> (value, {part name: loss})``; ``a + b`` and
-``w * a`` combine them.
+An :class:`Objective` is a weighted sum of :class:`Part` s, each a differentiable function of the
+model's Φ (word rows, W x T) and Θ (T x D, the training documents) with its data and weight as
+pytree leaves (changing them never recompiles); ``objective(phi, theta) -> (value, {part name:
+loss})``, and ``a + b`` and ``w * a`` combine them (:func:`as_objective` also takes a plain
+``f(phi, theta) -> scalar``).  The parts:
 
-* :func:`heldout_perplexity_loss` -- the log-perplexity of held-out tokens by document completion
-  (ARTM sec. 5): Θ of the validation documents is *folded in* on their observed part with Φ
-  fixed (:func:`differentiable_fold_in`, ``n_iter`` iterations of eq. 16 from uniform,
-  differentiated through the iterations), then ``-Σ n'_dw log Σ_t φ_wt θ_td / n'`` over the
-  held-out part.  It equals :func:`topicjax.evaluation.metrics.heldout_perplexity` (log of it;
-  tested).
-* :func:`coherence_loss` -- a smooth coherence: the expected NPMI of two distinct words drawn from a
-  topic's *sharpened* word distribution ``q_t ∝ φ_t^γ`` (see its docstring); with γ = 1 this is
-  the NPMI averaged over the topic's word pairs weighted by φ, and when a topic is uniform over
-  k words it is exactly the top-k NPMI coherence of
-  :func:`topicjax.evaluation.metrics.coherence` (tested).  The loss is minus the mean over
-  topics.
-* :func:`classification_loss` -- the cross-entropy of a multinomial logistic regression on the topic
-  proportions θ_d: trained on the training documents' Θ (to convergence by Newton's method,
-  differentiated by the implicit function theorem), evaluated on the validation documents' Θ
-  (folded in).
+* :func:`heldout_perplexity_loss` ``(observed, heldout)``: the log-perplexity of held-out tokens
+  by document completion (ARTM sec. 5), Θ of the validation documents folded in on their observed
+  part with Φ fixed (:func:`differentiable_fold_in`, ``n_iter`` iterations of eq. 16 from uniform),
+  then ``-Σ n'_dw log Σ_t φ_wt θ_td / n'`` over the held-out part; equals the log of
+  :func:`topicjax.evaluation.metrics.heldout_perplexity`;
+* :func:`coherence_loss` ``(reference)``: minus the mean over topics of a smooth NPMI coherence
+  (:func:`expected_npmi`, :func:`npmi_matrix`), exactly the top-k NPMI coherence for a topic
+  uniform over k words;
+* :func:`classification_loss`: the cross-entropy on the validation documents of a multinomial
+  logistic regression trained on the topic proportions of the training documents.
 
-Why an Objective is not a :class:`~topicjax.regularizers.Regularizer`
-------------------------------------------------------------------------
-Both are equinox pytrees of terms whose data and weights are leaves, and both are checked for
-code JAX cannot trace by the same :func:`~topicjax.regularizers.base.traced_error`; the rest
-differs in what each is for, so neither is built on the other:
+An Objective is a type of its own, not a :class:`~topicjax.regularizers.Regularizer`: a
+regularizer is a penalty maximised inside every EM iteration, with a schedule and saved with the
+model; an objective is a loss of the *fitted* model, minimised by the tuner on validation data,
+with plain weights, reported per part and never saved.
 
-* a regularizer term is a penalty ``τ R(Φ, Θ)`` *maximised* inside every EM iteration: it enters
-  the M-step through ``φ ∂R/∂φ`` (eq. 15) at clamped Φ, Θ, its coefficient is a schedule of the
-  iteration (or of the score history, on the host), it is bound to a corpus's context
-  (modalities, classes, document-level data), may learn parameters, and is saved with the
-  model as a spec;
-* an objective part is a loss of the *fitted* model, *minimised* by the tuner outside the fit:
-  it is evaluated once at the end, on validation data the fit never sees (held-out documents,
-  labels), through Θ folded in or a classifier trained on the fit's Θ; its weight is a plain
-  number (no schedule, no iteration), it reports its value per part, and it is never saved.
-
-Making one a special case of the other would give each type fields that mean nothing for it
-(a schedule on a loss, a per-part value on a penalty) and let one be passed where the other is
-meant; the tuner takes an Objective *and* the model's Regularizer, whose coefficients it tunes.
+Each part in detail, and why neither type is built on the other: ``docs/guides/internals.md``,
+"Tuning objectives, and why they are not regularizers"; their use: ``docs/guides/tune.md``.
 
 >>> import topicjax as tj
 >>> from topicjax.tune import objectives as O
->>> corpus, _ = tj.datasets.make_bars(n_docs=60, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=60, seed=0)
 >>> train, valid = corpus.train_test_split(20, seed=0)
 >>> observed, heldout = valid.completion_split(seed=0)
 >>> obj = O.heldout_perplexity_loss(observed, heldout) + 0.5 * O.coherence_loss(train)
@@ -220,7 +202,7 @@ def differentiable_fold_in(phi, data, n_docs: int, n_iter: int = 30):
     iterations of ``θ_d ∝ θ_d ⊙ ∂L/∂θ_d`` (ARTM eq. 16, no regularizer; θ clamped at EPS as
     the M-step does) from uniform, differentiable in Φ (a ``lax.scan`` with a checkpointed
     body).  The same iterations as :func:`topicjax.evaluation.metrics.fold_in`, whose
-    :func:`~topicjax.core.em.infer_theta` holds Φ constant (no gradient into Φ) by design."""
+    :func:`~topicjax.core.foldin.fold_in` holds Φ constant (no gradient into Φ) by design."""
     T = phi.shape[1]
     theta0 = jnp.full((T, n_docs), 1.0 / T, phi.dtype)
 

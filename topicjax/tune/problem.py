@@ -18,7 +18,7 @@ E-step while it goes back.  It is the same sequence of steps as ``ARTM.fit`` wit
 >>> import jax.numpy as jnp, topicjax as tj
 >>> from topicjax import regularizers as R
 >>> from topicjax.tune.problem import Problem, fit_at, targets_from
->>> corpus, _ = tj.datasets.make_bars(n_docs=30, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=30, seed=0)
 >>> model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.1)], max_iter=5, progress=False)
 >>> problem = Problem.from_model(model, corpus)
 >>> targets = targets_from(problem.reg, {"smooth_phi": (1e-3, 1.0)})
@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import em
+from topicjax.artm import algorithm as em
 from topicjax.regularizers import Regularizer
 from topicjax.regularizers.schedules import Constant, Step, Table, is_number
 from topicjax.tune.backend import differentiable
@@ -49,7 +49,7 @@ class Problem(eqx.Module):
     """A fit of ``n_iter`` EM iterations from ``state`` (see the module docstring).
 
     ``data`` is the differentiable device layout, ``reg`` the bound regularizer, ``aux`` the
-    model's structure arrays, ``cfg`` the :class:`~topicjax.core.em.EMConfig`; ``n_word_rows``
+    model's structure arrays, ``cfg`` the :class:`~topicjax.artm.algorithm.EMConfig`; ``n_word_rows``
     rows of Φ are words (the rest are class rows, ARTM Theorem 3).  A pytree: the arrays and the
     coefficients are traced arguments of compiled functions, the rest is static.
     """
@@ -236,7 +236,7 @@ def set_coefs(reg: Regularizer, targets, u) -> Regularizer:
 
 def fit_at(problem: Problem, targets, u) -> em.EMState:
     """The state after ``problem.n_iter`` EM iterations with the targets set to ``u``: a
-    ``lax.scan`` over :func:`topicjax.core.em.step` with a ``jax.checkpoint``-ed body
+    ``lax.scan`` over :func:`topicjax.artm.algorithm.step` with a ``jax.checkpoint``-ed body
     (reverse-differentiable with memory O(n_iter) states)."""
     reg = set_coefs(problem.reg, targets, u)
 

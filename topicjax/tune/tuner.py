@@ -19,7 +19,7 @@ of the steps (objective and its parts, coefficients, gradients, seconds per step
 >>> import optax, topicjax as tj
 >>> from topicjax import regularizers as R
 >>> from topicjax.tune import heldout_perplexity_loss, tune
->>> corpus, _ = tj.datasets.make_bars(n_docs=80, seed=0)
+>>> corpus, _, _ = tj.datasets.make_bars(n_docs=80, seed=0)
 >>> train, valid = corpus.train_test_split(20, seed=0)
 >>> model = tj.ARTM(10, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=15,
 ...                 progress=False, scores=())
@@ -39,7 +39,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import em, numerics
+from topicjax.artm import algorithm as em
+from topicjax.core import numerics
 from topicjax.core.errors import NumericalError
 from topicjax.tune import hypergrad
 from topicjax.tune.objectives import as_objective

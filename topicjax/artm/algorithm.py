@@ -1,4 +1,11 @@
-"""The EM family's state and step: PLSA, ARTM, BigARTM's offline pass, sharded fits.
+"""ARTM's algorithm: the regularized EM state and step (PLSA, ARTM, BigARTM's offline pass, sharded fits).
+
+The algorithm module of the ARTM family, in the shape every family's algorithm module has
+(:class:`State`, :func:`init`, :func:`step` and :data:`ALGORITHM`, the
+:class:`~topicjax.core.driver.Algorithm` that :func:`topicjax.core.driver.run` runs); it lives with
+ARTM because its step takes a :class:`~topicjax.regularizers.Regularizer`.  Core provides the
+regularizer-free pieces it is built of: the E-step (:mod:`topicjax.core.estep`), THE M-step
+(:mod:`topicjax.core.mstep`) and the Θ passes with Φ fixed (:mod:`topicjax.core.foldin`).
 
 One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) -> EMState`` pair:
 
@@ -23,13 +30,15 @@ One pure ``init(key, ...) -> EMState`` and ``step(state, data, reg, aux, cfg) ->
   from uniform, ``k`` iterations of eq. 16 with Φ fixed (half an E-step each), then the full
   regularized step at the final Θ (BigARTM's processor: ``k`` Θ updates, then n_wt).
 
-:data:`ARTM_EM` packages the step for the drivers of :mod:`topicjax.core.driver` (stopping
-rule on the log-likelihood, per-iteration records on the device, non-finite and collapse checks).
+:data:`ARTM_EM` (also :data:`ALGORITHM`) packages the step for the drivers of
+:mod:`topicjax.core.driver` (stopping rule on the log-likelihood, per-iteration records on the
+device, non-finite and collapse checks): ``args = (data, reg, aux)``, static :class:`EMStatic`.
 
 >>> import jax, topicjax as tj
->>> from topicjax.core import em, layout
+>>> from topicjax.artm import algorithm as em
+>>> from topicjax.core import layout
 >>> from topicjax.regularizers import as_regularizer
->>> corpus, _ = tj.datasets.make_bars(n_docs=50, seed=0)
+>>> corpus = tj.datasets.make_bars(n_docs=50, seed=0)[0]
 >>> data = layout.prepare(corpus)
 >>> reg = as_regularizer(None)
 >>> state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 10, reg=reg)
@@ -47,15 +56,15 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int
 
-from topicjax.core import estep, mstep, numerics
+from topicjax.core import compiled, estep, mstep, numerics
 from topicjax.core.driver import Algorithm
+from topicjax.core.foldin import theta_passes
 from topicjax.core.layout import reweight_docs
 from topicjax.core.sharding import host_array, replicate
 from topicjax.regularizers import Context, as_regularizer
-from topicjax.core import compiled
 
-__all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "init", "pad_topics", "place", "doc_columns", "step",
-           "make_step", "infer_theta", "health", "penalties", "theta_passes", "ARTM_EM"]
+__all__ = ["EMConfig", "EMAux", "EMState", "EMStatic", "State", "init", "pad_topics", "place", "doc_columns", "step",
+           "make_step", "infer_theta", "health", "penalties", "theta_passes", "ARTM_EM", "ALGORITHM"]
 
 
 class EMConfig(NamedTuple):
@@ -98,6 +107,10 @@ class EMState(NamedTuple):
     dead_topics: Bool[Array, " T"]
     dead_docs: Bool[Array, " D"]
     finite: Bool[Array, ""] = True
+
+
+#: The state type of the family's algorithm (the name every family's algorithm module has).
+State = EMState
 
 
 def init(key, n_words: int, n_docs: int, n_topics: int, *, reg=None, dtype=jnp.float32, aux: EMAux | None = None,
@@ -180,19 +193,6 @@ def penalties(reg, params, iteration, data=None):
     return penalty, keep
 
 
-def theta_passes(phi, theta, data, penalty, keep, n: int, mask=None):
-    """``n`` iterations of eq. 16 with Φ fixed (half an E-step each): the inner Θ passes of the
-    offline and online algorithms; ``mask(theta)`` re-applies removed topics/documents."""
-
-    def one(_, th):
-        a = mstep.regularized_counts(lambda p, t: estep.log_likelihood_theta(p, t, data), phi, th, penalty,
-                                     update_phi=False, keep=keep)[3]
-        th = mstep.normalize_columns(a)
-        return th if mask is None else mask(th)
-
-    return jax.lax.fori_loop(0, n, one, theta)
-
-
 def step(state: EMState, data, reg, aux: EMAux | None = None, cfg: EMConfig = EMConfig()) -> EMState:
     """One regularized EM iteration (ARTM eq. 14-16) with the bookkeeping of Notes 1-2."""
     aux = EMAux() if aux is None else aux
@@ -248,8 +248,9 @@ def make_step(regularizers=None, *, cfg: EMConfig = EMConfig(remove=False), jit:
     are kept (``cfg=EMConfig(remove=True)`` removes them).  The estimators use :func:`step`.
 
     >>> import jax, jax.numpy as jnp, topicjax as tj
-    >>> from topicjax.core import em, layout
-    >>> corpus, _ = tj.datasets.make_bars(n_docs=40, seed=0)
+    >>> from topicjax.artm import algorithm as em
+    >>> from topicjax.core import layout
+    >>> corpus = tj.datasets.make_bars(n_docs=40, seed=0)[0]
     >>> def decor(phi, theta):
     ...     s = phi.sum(1)
     ...     return -(jnp.sum(s * s) - jnp.sum(phi * phi))
@@ -350,3 +351,7 @@ def _algo_health(state, static: EMStatic):
 
 #: Regularized EM for the drivers: ``args = (data, reg, aux)``, static :class:`EMStatic`.
 ARTM_EM = Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)
+
+#: The :class:`~topicjax.core.driver.Algorithm` the driver runs (the name every family's algorithm
+#: module has): :data:`ARTM_EM`.
+ALGORITHM = ARTM_EM

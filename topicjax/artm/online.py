@@ -1,5 +1,8 @@
 """The online algorithm of PLSA/ARTM (BigARTM's ``fit_online``): its state and its step per batch.
 
+An algorithm module in the shape of every family's (:data:`State`, :func:`init`, :func:`step`,
+:data:`ALGORITHM`); it lives with ARTM since its step takes the ARTM regularizer.
+
 Vorontsov et al., ARTM sec. 4 "online algorithm"; Hoffman et al. 2010 for the step size.  For
 each batch ``b``:
 
@@ -30,9 +33,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from topicjax.core import driver, em, estep, layout, mstep
+from topicjax.artm import algorithm as em
+from topicjax.core import driver, estep, layout, mstep
+from topicjax.core.foldin import theta_passes
 
-__all__ = ["OnlineState", "OnlineStatic", "online_init", "batch_step", "ONLINE_EM"]
+__all__ = ["OnlineState", "OnlineStatic", "online_init", "batch_step", "ONLINE_EM", "State", "init", "step",
+           "ALGORITHM"]
 
 
 class OnlineState(NamedTuple):
@@ -54,7 +60,7 @@ class OnlineStatic(NamedTuple):
 
 
 def online_init(key, n_words: int, n_components: int, *, reg=None, dtype=jnp.float32, phi=None) -> OnlineState:
-    """The start of the online algorithm: Φ as :func:`topicjax.core.em.init` draws it (the same Φ
+    """The start of the online algorithm: Φ as :func:`topicjax.artm.algorithm.init` draws it (the same Φ
     for the same key; or a fitted model's ``phi``) and running counts ``n_wt = Φ``, a pseudo-count
     mass of one per topic spread over every word (BigARTM's start: its n_wt after ``initialize``
     is its random p_wt).
@@ -75,7 +81,7 @@ def online_init(key, n_words: int, n_components: int, *, reg=None, dtype=jnp.flo
 
 
 def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update, static: OnlineStatic, n_docs: int):
-    """One batch of the online algorithm: the pass of :func:`topicjax.core.em.step` with
+    """One batch of the online algorithm: the pass of :func:`topicjax.artm.algorithm.step` with
     ``doc_passes`` (Θ of the batch from uniform, ``doc_passes`` Θ-only iterations, then one
     full E-step whose counts ``n̂_wt`` are added to ``pending``); when ``apply_update`` (traced)
     ``n_wt ← (1 - ρ) n_wt + ρ pending``, ``ρ = (tau0 + t)^(-kappa)``, and Φ is the one M-step
@@ -85,7 +91,7 @@ def batch_step(state: OnlineState, data: layout.DocWordCounts, reg, apply_update
     T = phi.shape[1]
     it = state.updates + 1
     penalty, keep = em.penalties(reg, state.params, it)
-    theta = em.theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes)
+    theta = theta_passes(phi, jnp.full((T, n_docs), 1.0 / T, phi.dtype), data, penalty, keep, static.doc_passes)
     ll, g_phi, _ = estep.expected_counts(phi, theta, data, need_theta=False)
     pending = state.pending + phi * g_phi
 
@@ -118,3 +124,13 @@ def _algo_health(state, static):
 
 #: The online algorithm for :func:`topicjax.core.driver.run` (one iteration = one batch).
 ONLINE_EM = driver.Algorithm(step=_algo_step, objective=_algo_objective, record=_algo_record, health=_algo_health)
+
+
+#: The state type (the name every family's algorithm module has): :class:`OnlineState`.
+State = OnlineState
+#: The start of the algorithm: :func:`online_init`.
+init = online_init
+#: One batch: :func:`batch_step`.
+step = batch_step
+#: The :class:`~topicjax.core.driver.Algorithm` the driver runs: :data:`ONLINE_EM`.
+ALGORITHM = ONLINE_EM
