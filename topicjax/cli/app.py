@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-topics", type=int, required=True, help="the largest order M")
     s.add_argument("--min-topics", type=int, default=2, help="the smallest order (default 2)")
     s.add_argument("--step", type=int, default=1, help="topics removed per step (default 1)")
-    s.add_argument("--bic", default="2014", help="2014 (default), 2014-exact or 2020")
+    s.add_argument("--bic", default="2014", help="2014 (default), 2014-exact, 2020 or 2020-printed (eq. 16 as printed)")
     s.add_argument("--iterations", dest="max_iter", type=int, default=None, help="GEM iterations per order")
     s.add_argument("--tol", type=float, default=None, help="GEM stopping tolerance")
     s.add_argument("--seed", dest="random_state", type=int, default=0, help="random seed (default 0)")
