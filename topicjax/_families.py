@@ -164,15 +164,13 @@ def check(families: tuple[Family, ...] | None = None, *, common: tuple[str, ...]
             seen[key].add(value)
         if not f.models:
             raise ValueError(f"{where}: family {f.package} names no estimator class (models)")
-        for m in f.models:
-            for key, value in (("cls", m.cls), ("cli", m.cli)):
+        entries = [(("cls", m.cls), ("cli", m.cli)) for m in f.models] + [(("flag", o.flag), ("param", o.param))
+                                                                            for o in f.options]
+        for (k1, v1), (k2, v2) in entries:
+            for key, value in ((k1, v1), (k2, v2)):
                 if value in seen[key]:
-                    raise ValueError(f"{where}: {f.package}: {'class' if key == 'cls' else '--model'} {value!r} "
-                                     "is registered twice")
-                seen[key].add(value)
-        for o in f.options:
-            for key, value in (("flag", o.flag), ("param", o.param)):
-                if value in seen[key]:
-                    raise ValueError(f"{where}: {f.package}: option {o.flag} ({key} {value!r}) is registered "
-                                     "twice; write an option that families share once")
+                    what = {"cls": f"class {value!r}", "cli": f"--model {value!r}"}.get(
+                        key, f"option {v1} ({key} {value!r})")
+                    extra = "; write an option that families share once" if key in ("flag", "param") else ""
+                    raise ValueError(f"{where}: {f.package}: {what} is registered twice{extra}")
                 seen[key].add(value)

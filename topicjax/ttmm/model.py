@@ -182,8 +182,6 @@ class TTMM(TopicModelBase):
         self._set_components()
 
     def _fit_sgd(self, corpus: Corpus, data, key, seed, ckpt=None):
-        import optax
-
         J, K = int(self.n_themes), int(self.n_components)
         D, W = corpus.n_docs, corpus.n_words
         optimizer = self.optimizer if self.optimizer is not None else _default_optimizer()
