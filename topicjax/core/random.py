@@ -60,7 +60,12 @@ def as_key(random_state, name: str = "random_state"):
 def as_keys(seeds, name: str = "seeds"):
     """Keys of int seeds (or keys) stacked on a leading axis: ``jnp.stack([as_key(s) for s in
     seeds])`` assembled on the host, without compiling a stacking program per batch size."""
-    keys = [as_key(s, name) for s in seeds]
+    checked = [check_random_state(s, name) for s in seeds]
+    if jax.config.jax_default_prng_impl == "threefry2x32" and all(isinstance(s, int) for s in checked):
+        # int seeds: the threefry words [0, seed] of each, one transfer for the batch
+        data = np.array([[0, s] for s in checked], np.uint32)
+        return jax.random.wrap_key_data(jax.device_put(data), impl="threefry2x32")
+    keys = [as_key(s, name) for s in checked]
     data = np.stack([np.asarray(jax.random.key_data(k)) for k in keys])
     return jax.random.wrap_key_data(jax.device_put(data), impl=jax.random.key_impl(keys[0]))
 
