@@ -6,6 +6,16 @@ from __future__ import annotations
 
 import os
 
+#: XLA's CPU compiler settings of the suite (tests/conftest.py, where they are explained): LLVM at
+#: -O0 and the classic fusion emitters
+QUICK_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+
+def without_quick_flags(flags: str) -> str:
+    """``XLA_FLAGS`` without :data:`QUICK_COMPILE_FLAGS`: XLA's default compiler settings."""
+    return " ".join(f for f in flags.split() if f not in QUICK_COMPILE_FLAGS)
+
+
 #: XLA's CPU backend at optimisation level 0: such children's small programs spend most of their
 #: time compiling, and compile in about two thirds of the time; what runs is the same code.
 FAST_COMPILE = "--xla_backend_optimization_level=0"
@@ -20,12 +30,17 @@ def quick_child_env(**extra: str) -> dict:
 
 
 def measured_child_env(**extra: str) -> dict:
-    """``os.environ`` plus ``extra``, without the suite's shared compilation cache
+    """``os.environ`` plus ``extra``, at XLA's default compiler settings, without the suite's shared compilation cache
     (``tests/conftest.py``) or topicjax's persistent one (``TOPICJAX_CACHE=off`` unless ``extra``
     names it): for children whose peak resident memory is measured, since a program
     loaded from the cache takes less memory than one compiled, and whether another test compiled
     it first depends on the order of the run."""
     env = dict(os.environ, **extra)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    # at XLA's default compiler settings (not the suite's quick ones, tests/conftest.py): their
+    # fusions plan other temporaries, and the memory measured is what users' programs take
+    if "XLA_FLAGS" not in extra:
+        env["XLA_FLAGS"] = without_quick_flags(env.get("XLA_FLAGS", ""))
+    env["TOPICJAX_TEST_QUICK_COMPILE"] = "0"
     env["TOPICJAX_CACHE"] = extra.get("TOPICJAX_CACHE", "off")  # nor topicjax's (topicjax.core.jit_cache)
     return env

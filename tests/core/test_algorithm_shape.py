@@ -1,11 +1,11 @@
 """One algorithm shape across the families (issue 43 item 2).
 
 Every family's algorithm module exposes the same names: a state type ``State``, ``init``, ``step``
-and ``ALGORITHM``, the :class:`topicjax.core.driver.Algorithm` the driver runs (LIDA's sampler:
-the first three; its chains change shape between sweeps and run under ``run_host``).  And the
-names are the real thing: ``init`` then ``ALGORITHM`` run by :func:`topicjax.core.driver.run` for
-two iterations gives the model the estimator's ``fit`` gives (LIDA: ``init`` then ``step`` under
-:func:`topicjax.core.driver.run_host`), on a tiny corpus.
+and ``ALGORITHM``, the :class:`topicjax.core.driver.Algorithm` the driver runs (LIDA's chain, whose
+shapes change between sweeps: a :class:`topicjax.core.driver.HostAlgorithm` run by ``run_host``).
+And the names are the real thing: ``init`` then ``ALGORITHM`` run by the driver for two iterations
+gives the model the estimator's ``fit`` gives, on a tiny corpus (LIDA: its chain through a growth of
+K_max, and its sampler's ``init`` and ``step`` under ``run_host`` against an exact LDA fit).
 """
 
 import importlib
@@ -20,10 +20,12 @@ from topicjax.core.random import as_key
 
 FULL = ["topicjax.artm.algorithm", "topicjax.artm.online", "topicjax.ptm.gem", "topicjax.ttmm.em",
         "topicjax.ttmm.sgd"]
-HOST = ["topicjax.lida.sampler"]
+HOST = ["topicjax.lida.chain"]
+#: an algorithm module's building block without an ALGORITHM of its own (LIDA's sweep, which the chain's step runs)
+PARTS = ["topicjax.lida.sampler"]
 
 
-@pytest.mark.parametrize("name", FULL + HOST)
+@pytest.mark.parametrize("name", FULL + HOST + PARTS)
 def test_every_algorithm_module_has_the_same_names(name):
     mod = importlib.import_module(name)
     assert isinstance(mod.State, type) and hasattr(mod.State, "_fields"), f"{name}.State: a NamedTuple state type"
@@ -31,8 +33,10 @@ def test_every_algorithm_module_has_the_same_names(name):
     assert {"State", "init", "step"} <= set(mod.__all__), name
     if name in FULL:
         assert isinstance(mod.ALGORITHM, driver.Algorithm) and "ALGORITHM" in mod.__all__, name
+    elif name in HOST:
+        assert isinstance(mod.ALGORITHM, driver.HostAlgorithm) and "ALGORITHM" in mod.__all__, name
     else:
-        assert not hasattr(mod, "ALGORITHM"), f"{name}: a host-driven chain has no compiled Algorithm"
+        assert not hasattr(mod, "ALGORITHM"), f"{name}: a building block, not an algorithm the driver runs"
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +115,30 @@ def test_lida_sampler_run_by_the_host_driver_is_lda_fit(corpus):
     assert len(hist) == 2 and isinstance(state, sampler.State)
     np.testing.assert_array_equal(np.asarray(state.z), np.asarray(model.state_.z))
     np.testing.assert_array_equal(np.asarray(state.n_wk), np.asarray(model.state_.n_wk))
+
+
+def test_lida_chain_run_by_the_host_driver_is_lida_fit(corpus):
+    """LIDA's ALGORITHM from ``chain.init``, with K_max grown during the run (2 slots, births on),
+    the burn-in, the hyperparameter updates and an evaluation all inside the two sweeps."""
+    from topicjax.lida import chain
+    from topicjax.lida.model import _chain_keys
+    from topicjax.lida.state import HYPER, make_tokens
+
+    K, seed = 2, 3
+    model = tj.LIDA(K, variant="ftm", max_iter=2, burn_in=0, hyper_start=1, eval_every=1, init_topics=1,
+                    random_state=seed, sampler="exact", progress=False).fit(corpus)
+    tokens = make_tokens(corpus, block_tokens=model._block_tokens(corpus.n_tokens), extras=False,
+                         lanes_layout=False)
+    cfg = model._config(corpus, K, corpus.n_words)
+    _, k_init, k_hyp, key = _chain_keys(as_key(seed))
+    c0 = chain.init(k_init, tokens, cfg, {h: getattr(model, h) for h in HYPER}, 1)
+    memory = {"n_rows": corpus.n_words, "mode": "exact", "loglik": True, "lanes_layout": False, "extras": False}
+    static = chain.Static("auto", 0, 1, 1, 2, corpus.n_words, tuple(sorted(memory.items())))
+    final, hist = driver.run_host(chain.ALGORITHM, c0, args=chain.Args(tokens, key, k_hyp, corpus), static=static,
+                                  max_iter=2, progress=False)
+    assert isinstance(final, chain.State) and final.cfg.n_topics > K, "the chain grew K_max"
+    assert final.cfg.n_topics == model.config_.n_topics
+    np.testing.assert_array_equal(np.asarray(final.state.z), np.asarray(model.state_.z))
+    assert final.trace == model.hyper_trace_
+    assert [h["objective"] for h in hist] == [h["objective"] for h in model.history_]
+    assert [h["perplexity"] for h in hist] == [h["perplexity"] for h in model.history_]

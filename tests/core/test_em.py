@@ -271,6 +271,7 @@ def _synthetic(W, D, length, seed=0):
                                n_words=W, n_docs=D)
 
 
+@pytest.mark.user_compiler  # XLA's default settings' memory_analysis
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA:CPU's buffer assignment")
 @pytest.mark.parametrize("cfg", [em.EMConfig(remove=False), em.EMConfig(remove=True),
                                  em.EMConfig(remove=True, update_phi=False), em.EMConfig(remove=False, n_segments=2),

@@ -13,15 +13,16 @@ it.  Its public names are what a user writing an algorithm of their own calls:
   ``R(Φ, Θ)``) and :func:`normalize_columns` (the positive part and normalisation);
 * the drivers -- an :class:`Algorithm` (pure ``step``, ``objective``, ``record``, ``health``)
   run to its stopping rule by :func:`run`, many fits of it in one compiled call by
-  :func:`run_many`, a host-level step by :func:`run_host`;
+  :func:`run_many`, a host-level step (a :class:`HostAlgorithm`) by :func:`run_host`;
 * :class:`NumericalError` -- what a fit raises instead of returning non-finite values or an
   empty model.
 
 Every family's algorithm module has the same shape on top of these (a state type ``State``,
 ``init``, ``step`` and ``ALGORITHM``, the :class:`Algorithm` the driver runs):
 :mod:`topicjax.artm.algorithm` (ARTM's regularized EM), :mod:`topicjax.artm.online`,
-:mod:`topicjax.ptm.gem`, :mod:`topicjax.ttmm.em`, :mod:`topicjax.ttmm.sgd`,
-:mod:`topicjax.lida.sampler`.
+:mod:`topicjax.ptm.gem`, :mod:`topicjax.ttmm.em`, :mod:`topicjax.ttmm.sgd`, and
+:mod:`topicjax.lida.chain`, whose ``ALGORITHM`` is a :class:`HostAlgorithm` (a chain's shapes
+change between sweeps).
 
 The modules stay importable by their path and are internal otherwise: ``layout``, ``estep``,
 ``kernels`` (the fused CPU E-step), ``mstep``, ``foldin`` (Θ with Φ fixed), ``driver``,
@@ -40,16 +41,16 @@ import typing
 from topicjax.core.errors import NumericalError
 
 if typing.TYPE_CHECKING:  # what type checkers and the API reference's reader see; never run
-    from topicjax.core.driver import Algorithm, run, run_host, run_many
+    from topicjax.core.driver import Algorithm, HostAlgorithm, run, run_host, run_many
     from topicjax.core.estep import expected_counts, log_likelihood
     from topicjax.core.layout import DocWordCounts, prepare
     from topicjax.core.mstep import m_step, normalize_columns
 
-__all__ = ["Algorithm", "DocWordCounts", "NumericalError", "expected_counts", "log_likelihood", "m_step",
+__all__ = ["Algorithm", "DocWordCounts", "HostAlgorithm", "NumericalError", "expected_counts", "log_likelihood", "m_step",
            "normalize_columns", "prepare", "run", "run_host", "run_many"]
 
 # the module of each public name loaded at its first use
-_LAZY = {"Algorithm": "driver", "run": "driver", "run_host": "driver", "run_many": "driver",
+_LAZY = {"Algorithm": "driver", "HostAlgorithm": "driver", "run": "driver", "run_host": "driver", "run_many": "driver",
          "DocWordCounts": "layout", "prepare": "layout", "expected_counts": "estep", "log_likelihood": "estep",
          "m_step": "mstep", "normalize_columns": "mstep"}
 

@@ -64,7 +64,7 @@ from topicjax.core import numerics
 from topicjax.core.errors import NumericalError
 from topicjax.core.compiled import jit
 
-__all__ = ["Algorithm", "run", "run_host", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE",
+__all__ = ["Algorithm", "HostAlgorithm", "run", "run_host", "run_fixed", "run_many", "RUNNING", "CONVERGED", "NONFINITE", "COLLAPSE",
            "MODES", "default_mode", "BLOCK", "flatten_records"]
 
 RUNNING, CONVERGED, NONFINITE, COLLAPSE = 0, 1, 2, 3
@@ -85,6 +85,25 @@ class Algorithm(NamedTuple):
     minimize: bool = False
     rollback: Callable | None = None
     restore: Callable | None = None
+
+
+class HostAlgorithm(NamedTuple):
+    """An iterative algorithm whose step runs on the host (:func:`run_host`): for a state that
+    changes its shapes between iterations, such as a LIDA chain growing K_max
+    (:data:`topicjax.lida.chain.ALGORITHM`).
+
+    ``step(state, iteration, args, static) -> (state, record)`` does iteration ``iteration``
+    (1, 2, ...); ``record`` is a dict of Python numbers with ``objective`` among them.
+    ``health(state, static) -> {name: number}``: values the record does not show, checked for
+    finiteness after every step.  ``postfix(state, record) -> dict``: the progress bar's postfix.
+    ``to_host(state)`` / ``from_host(saved, state, static)``: what a checkpoint keeps (JSON values
+    and numpy arrays) and the state restored from it (``state`` is the initial one)."""
+
+    step: Callable
+    health: Callable | None = None
+    postfix: Callable | None = None
+    to_host: Callable | None = None
+    from_host: Callable | None = None
 
 
 def _value(algo: Algorithm, m):
@@ -369,13 +388,16 @@ def _last_record(history: list[dict]) -> dict:
     return {k: v for k, v in history[-1].items() if k not in ("iteration", "seconds")}
 
 
-def run_host(step: Callable, state, *, max_iter: int, progress: bool = True, desc: str = "fit",
+def run_host(step, state, *, max_iter: int, progress: bool = True, desc: str = "fit",
              health: Callable | None = None, postfix: Callable | None = None, checkpoint=None,
-             to_host: Callable | None = None, from_host: Callable | None = None):
+             to_host: Callable | None = None, from_host: Callable | None = None, args=None, static=None):
     """Run a host-level algorithm for ``max_iter`` iterations (see the module docstring): the loop
     of :func:`run` with one host step per iteration.
 
-    ``step(state, iteration) -> (state, record)`` does iteration ``iteration`` (1, 2, ...) on the
+    ``step`` is a :class:`HostAlgorithm`, run with ``args`` and ``static`` (its ``health``,
+    ``postfix``, ``to_host`` and ``from_host`` are used where the keywords of the same names are
+    not given), or a plain callable ``step(state, iteration) -> (state, record)`` with the
+    keywords below.  A step does iteration ``iteration`` (1, 2, ...) on the
     host and may return a state of other shapes than it was given; ``record`` (a dict of Python
     numbers, ``objective`` among them) becomes the iteration's history entry, between
     ``iteration`` and ``seconds`` (the wall time of the step).  A non-finite number in the record,
@@ -388,7 +410,23 @@ def run_host(step: Callable, state, *, max_iter: int, progress: bool = True, des
     ``checkpoint.every`` iterations and after the last as ``to_host(state)`` (JSON values and
     numpy arrays) and restored as ``from_host(saved, state)``; a saved run resumes at the saved
     iteration (a finished one returns at once).  Returns ``(state, history)`` as :func:`run`.
+
+    Raises :class:`ValueError` for a checkpoint without ``to_host`` and ``from_host``.
     """
+    if isinstance(step, HostAlgorithm):
+        algo = step
+
+        def step(s, iteration):
+            return algo.step(s, iteration, args, static)
+
+        if health is None and algo.health is not None:
+            def health(s):
+                return algo.health(s, static)
+        postfix = postfix if postfix is not None else algo.postfix
+        to_host = to_host if to_host is not None else algo.to_host
+        if from_host is None and algo.from_host is not None:
+            def from_host(saved, s):
+                return algo.from_host(saved, s, static)
     if checkpoint is not None and (to_host is None or from_host is None):
         raise ValueError("run_host: a checkpoint needs to_host and from_host")
     return _loop(_HostSteps(step, health, to_host, from_host), (state, None), max_iter=int(max_iter),

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,42 +16,14 @@ from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
 from topicjax.estimator import TopicModelBase
 from topicjax.persistence import ArraySpec, SavedModelError
-from .evaluate import Averages, accumulate, add_sample, collapsed_loglik, gibbs_fold_in, loglik_tokens, no_evidence, sample_means
-from .hyper import hyper_update
+from .evaluate import accumulate, gibbs_fold_in, no_evidence
 from . import kernel
 from .ibp import ibp_sample
-from .sampler import sweep
-from .state import HYPER, MODES, VARIANTS, Config, State, grow_state, init_state, make_tokens, pow2
+from . import chain
+from .state import HYPER, MODES, VARIANTS, Config, make_tokens, pow2
 from .validators import check_memory, discount, gamma_prior, hyper_names, memory_limit, memory_needed, topic_slots
 
 __all__ = ["LIDA"]
-
-
-class _Chain(NamedTuple):
-    """The state of a chain between sweeps, for :func:`topicjax.core.driver.run_host`: the sampler
-    state and its configuration (K_max and the phantom rows grow), the posterior sums (``None``
-    before the burn-in ends) and the hyperparameter trace (one list per hyperparameter)."""
-
-    state: State
-    cfg: Config
-    avg: Averages | None
-    trace: dict
-
-
-def _chain_to_host(chain: _Chain) -> dict:
-    """What a checkpoint keeps of a chain (numpy arrays and JSON values; K_max may have grown)."""
-    state, cfg, avg, trace = chain
-    return {"state": {f: np.asarray(getattr(state, f)) for f in State._fields},
-            "n_topics": int(cfg.n_topics), "n_rows": int(cfg.n_rows), "trace": trace,
-            "avg": None if avg is None else {f: np.asarray(getattr(avg, f)) for f in Averages._fields}}
-
-
-def _chain_from_host(host: dict, cfg: Config) -> _Chain:
-    """The chain of a checkpoint (:func:`_chain_to_host`), ``cfg`` completed with its sizes."""
-    state = State(**{f: jnp.asarray(host["state"][f]) for f in State._fields})
-    cfg = replace(cfg, n_topics=int(host["n_topics"]), n_rows=int(host["n_rows"]))
-    avg = None if host["avg"] is None else Averages(**{f: jnp.asarray(host["avg"][f]) for f in Averages._fields})
-    return _Chain(state, cfg, avg, {h: list(v) for h, v in host["trace"].items()})
 
 
 @jit
@@ -61,12 +31,8 @@ def _chain_keys(key):
     """``(transform seed, init key, hyperparameter key, chain key)`` of a fit's key, in one
     program: the transform's seed is apart from the chain's keys."""
     k_tr = jax.random.fold_in(key, 0x7E57)
-    k_init, k_hyp, chain = jax.random.split(key, 3)
-    return jax.random.bits(k_tr, (), jnp.uint32), k_init, k_hyp, chain
-
-
-#: ``jax.random.fold_in`` compiled once (a sweep's key from the chain's key and its number)
-_fold_in = jit(jax.random.fold_in)
+    k_init, k_hyp, chain_key = jax.random.split(key, 3)
+    return jax.random.bits(k_tr, (), jnp.uint32), k_init, k_hyp, chain_key
 
 
 class LIDA(TopicModelBase):
@@ -360,63 +326,16 @@ class LIDA(TopicModelBase):
         init_topics = self.init_topics or (K if self.variant in ("lda", "sstm") else min(K, 20))
         hyper = {h: getattr(self, h) for h in HYPER}
         seed_tr, k_init, k_hyp, key = _chain_keys(key)
-        state = init_state(k_init, tokens, cfg, hyper, init_topics, theta_init)
+        state = chain.init(k_init, tokens, cfg, hyper, init_topics, theta_init)
         burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
         hyper_start = self.max_iter // 4 if self.hyper_start is None else int(self.hyper_start)
-
-        def step(chain: _Chain, iteration: int):
-            """Sweep ``iteration`` (1, 2, ...): the tokens (growing K_max or the phantom rows when a
-            sweep runs out), the hyperparameters, the posterior sums and the history record."""
-            state, cfg, avg, trace = chain
-            it = iteration - 1  # the sweep's index: its key is folded from it, so a resumed chain draws the same
-            k_it = _fold_in(key, it)
-            while True:
-                # without activations nothing can overflow, so the old state is not needed
-                new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
-                of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
-                if of_t == 0 and of_w == 0:
-                    break
-                what = (f"{of_t} new topic(s) found no free slot among K_max={cfg.n_topics}" if of_t
-                        else f"{of_w} new word(s) found no free phantom row among {cfg.n_rows - W}")
-                if self.grow == "error":
-                    raise ValueError(f"sweep {it}: {what}; raise n_components / n_phantom or use grow='auto'")
-                grown = {"n_topics": 2 * (cfg.n_topics + of_t) if of_t else None,
-                         "n_rows": W + 2 * (cfg.n_rows - W) + of_w if of_w else None}
-                try:  # before growing
-                    check_memory(corpus, grown["n_topics"] or cfg.n_topics,
-                                 **{**memory, "n_rows": grown["n_rows"] or cfg.n_rows})
-                except ValueError as e:
-                    raise ValueError(f"sweep {it}: {what}, and growing: {e}") from None
-                state, cfg = grow_state(state, cfg, **grown)
-                if avg is not None:
-                    avg = self._grow_avg(avg, cfg)
-            state = new
-            if it >= hyper_start:
-                state = hyper_update(state, _fold_in(k_hyp, it), cfg, tokens)
-            trace = {h: trace[h] + [float(getattr(state, h))] for h in HYPER}
-            # a topic is live while it holds tokens: an FTM/LIDA slot can stay active in documents
-            # (theta_bar) with none, its Φ then the prior alone (issue 45)
-            rec = {"objective": collapsed_loglik(state, cfg), "n_topics": int(np.count_nonzero(np.asarray(state.n_k)))}
-            evaluate = self.eval_every and ((it + 1) % self.eval_every == 0 or it == self.max_iter - 1)
-            if it >= burn_in or evaluate:
-                means = sample_means(state, cfg)
-            if it >= burn_in:
-                avg = add_sample(avg if avg is not None else self._zero_avg(cfg), *means)
-            if evaluate:
-                ll = float(loglik_tokens(means[0], means[1], tokens.doc, tokens.word))
-                rec["log_likelihood"] = ll
-                rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
-            return _Chain(state, cfg, avg, trace), rec
-
-        chain, history = driver.run_host(
-            step, _Chain(state, cfg, None, {h: [] for h in HYPER}), max_iter=int(self.max_iter),
-            progress=self.progress, desc=f"LIDA[{self.variant}]",
-            # the record's numbers are checked by the driver; the hyperparameters it does not show
-            health=lambda c: {h: c.trace[h][-1] for h in ("alpha", "beta")},
-            postfix=lambda c, rec: {"topics": rec["n_topics"], "alpha": f"{c.trace['alpha'][-1]:.3g}"},
-            checkpoint=None if ckpt is None else ckpt.run("fit"), to_host=_chain_to_host,
-            from_host=lambda host, c: _chain_from_host(host, c.cfg))
-        self._set_fitted(chain, history, corpus, tokens, int(seed_tr))
+        static = chain.Static(grow=self.grow, burn_in=burn_in, hyper_start=hyper_start, eval_every=int(self.eval_every),
+                              max_iter=int(self.max_iter), n_words=W, memory=tuple(sorted(memory.items())))
+        final, history = driver.run_host(
+            chain.ALGORITHM, state, args=chain.Args(tokens, key, k_hyp, corpus), static=static,
+            max_iter=int(self.max_iter), progress=self.progress, desc=f"LIDA[{self.variant}]",
+            checkpoint=None if ckpt is None else ckpt.run("fit"))
+        self._set_fitted(final, history, corpus, tokens, int(seed_tr))
         return self
 
     def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
@@ -436,25 +355,12 @@ class LIDA(TopicModelBase):
                                       vmap_size=vmap_size, workers=workers,
                                       why="LIDA's chains change their shapes between sweeps (K_max grows)")
 
-    @staticmethod
-    def _zero_avg(cfg: Config) -> Averages:
-        K = cfg.n_topics
-        put = jax.device_put  # transfers of host zeros; jnp.zeros compiles a program per shape
-        return Averages(put(np.zeros((cfg.n_words, K), np.float32)), put(np.zeros((cfg.n_docs, K), np.float32)),
-                        put(np.zeros((K,), np.int32)))
-
-    @staticmethod
-    def _grow_avg(avg: Averages, cfg: Config) -> Averages:
-        dk = cfg.n_topics - avg.n.shape[0]
-        return Averages(jnp.pad(avg.phi_sum, ((0, 0), (0, dk))), jnp.pad(avg.theta_sum, ((0, 0), (0, dk))),
-                        jnp.pad(avg.n, (0, dk)))
-
-    def _set_fitted(self, chain: _Chain, history: list, corpus: Corpus, tokens, transform_seed: int) -> None:
+    def _set_fitted(self, final: chain.State, history: list, corpus: Corpus, tokens, transform_seed: int) -> None:
         """Every fitted attribute, the one place they are written (:meth:`fit`, and so each chain
         of :meth:`fit_many`): from the final ``chain`` (its last sample, posterior sums, K_max and
         hyperparameter trace), the driver's ``history`` (one record per sweep), the training
         ``corpus`` and its ``tokens``, and the seed of :meth:`transform`'s sampler."""
-        state, cfg, avg, trace = chain
+        state, cfg, avg, trace = final
         self.hyper_trace_ = trace
         self.history_ = history
         self.n_iter_ = self.max_iter

@@ -16,12 +16,11 @@
   log-perplexity after 150 sweeps and drifts α to 0.13 instead of 0.053.  The per-token draw is
   the dense categorical (``mh_steps=0``) or ``mh_steps`` MH steps with the cycle proposals.
 
-The family's algorithm module has the names every family's has, :data:`State`, :func:`init`
-(:func:`~topicjax.lida.state.init_state`) and :func:`step` (:func:`sweep`), but no ``ALGORITHM``:
-a chain changes its shapes between sweeps (K_max and the phantom rows grow), so it runs under the
-host loop :func:`topicjax.core.driver.run_host`, not as a compiled
-:class:`~topicjax.core.driver.Algorithm`; that loop (growth, hyperparameters, posterior sums) is
-``LIDA.fit``'s.
+The family's algorithm module is :mod:`topicjax.lida.chain` (``State``, ``init``, ``step`` and
+``ALGORITHM``, run by :func:`topicjax.core.driver.run_host`: a chain changes its shapes between
+sweeps); this module is its building block, one sweep over the tokens, with the names of an
+algorithm module for a sweep alone: :data:`State`, :func:`init`
+(:func:`~topicjax.lida.state.init_state`) and :func:`step` (:func:`sweep`).
 """
 
 from __future__ import annotations
