@@ -127,7 +127,10 @@ def run_fit(name: str, n_processes: int, a, folder: Path) -> list[dict]:
     work = Path(a.workdir) / name
     work.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // n_processes)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu",
+    # one device per process; the caller's other XLA flags are kept (the test suite's quicker compiler settings)
+    device_flag = "--xla_force_host_platform_device_count"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(device_flag)]
+    env = dict(os.environ, XLA_FLAGS=" ".join([*flags, f"{device_flag}=1"]), JAX_PLATFORMS="cpu",
                TOPICJAX_THREADS=str(threads),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     port = _free_port()

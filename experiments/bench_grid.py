@@ -51,7 +51,10 @@ def pass_time(train, T, rounds):
 
     data = layout.prepare(train)
     step = em.make_step()
-    state = em.init(jax.random.key(0), train.n_words, train.n_docs, T)
+    from topicjax.core.compiled import jit
+
+    # compiled as one program (eagerly, each operation of the initialisation compiles one of its own)
+    state = jit(em.init, static_argnums=(1, 2, 3))(jax.random.key(0), train.n_words, train.n_docs, T)
     state = jax.block_until_ready(step(state, data))
     times = []
     for _ in range(rounds):

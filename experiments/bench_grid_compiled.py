@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -47,6 +46,7 @@ def main(argv=None):
     from topicjax import regularizers as R
     from topicjax.artm import algorithm as em
     from topicjax.core import driver, layout
+    from topicjax.core.compiled import jit
 
     if args.quick:
         args.corpus, args.topics, args.models, args.iterations, args.rounds = ["bars"], 5, 3, 2, 1
@@ -68,18 +68,20 @@ def main(argv=None):
         reg = R.combine(*(r for r, _ in bench_grid.make_base(T, N).regularizers)).bind(R.Context.build(tr, T))
         reg = reg.cast(jnp.float32)
         taus = bench_grid.grid_taus(G)
-        reg_b = jax.tree.map(lambda *xs: jnp.stack(xs), *[reg.with_coefs([float(v) for v in row]) for row in taus])
+        # the batch set-up compiled as whole programs (eagerly, each operation compiles one of its own)
+        reg_b = jit(lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees))(
+            [reg.with_coefs([float(v) for v in row]) for row in taus])
         keys = jax.random.split(jax.random.key(0), G)
-        states = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T, reg=reg))(keys)
+        states = jit(jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T, reg=reg)))(keys)
         static = em.EMStatic()
         res = {"artm grid": best(lambda: driver.run_many(em.ARTM_EM, static, states, (data, reg_b, None),
                                                          batched=(False, True, False), max_iter=N, mode="vmap")[0].phi)}
         plsa = R.as_regularizer(None)
-        st0 = jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T))(keys)
+        st0 = jit(jax.vmap(lambda k: em.init(k, tr.n_words, tr.n_docs, T)))(keys)
         res["plsa vmapped"] = best(lambda: driver.run_many(em.ARTM_EM, static, st0, (data, plsa, None),
                                                            batched=(False, False, False), max_iter=N,
                                                            mode="vmap")[0].phi)
-        one = jax.tree.map(lambda a: a[0], st0)
+        one = jit(lambda st: jax.tree.map(lambda a: a[0], st))(st0)
         res["plsa single (x G)"] = best(lambda: driver.run_fixed(em.ARTM_EM, static, one, (data, plsa, None),
                                                                  max_iter=N)[0].phi) * G
         per = {k: v / (N * G) * 1e3 for k, v in res.items()}

@@ -723,28 +723,32 @@ def main(argv=None):
                     help="kos, 20news or a corpus path (repeatable; default: kos and 20news)")
     ap.add_argument("--models", default="lda,ftm1,ftm,lida",
                     help=f"comma-separated subset of {MODELS} (hdp: tomotopy's HDPModel, comparison only)")
-    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--folds", type=int, default=None, help="folds (default 5; --quick: 2)")
     ap.add_argument("--run-folds", type=int, default=None, help="run only the first so many folds (reduced run)")
     ap.add_argument("--first-fold", type=int, default=0,
                     help="skip the folds before this one (to complete a run; every fold is seeded by its index)")
-    ap.add_argument("--sweeps", type=int, default=300)
+    ap.add_argument("--sweeps", type=int, default=None, help="sweeps of a fit (default 300; --quick: 20)")
     ap.add_argument("--burn-in", type=int, default=None, help="sweeps before averaging (default: 2/3 of --sweeps)")
     ap.add_argument("--hyper-start", type=int, default=None,
                     help="first sweep with hyperparameter sampling (default: 1/5 of --sweeps)")
-    ap.add_argument("--test-sweeps", type=int, default=40, help="document-completion sweeps (half burn-in)")
-    ap.add_argument("--k-max", type=int, default=200, help="initial topic slots of FTM/LIDA (grown as needed)")
-    ap.add_argument("--init-topics", type=int, default=50, help="FTM/LIDA topics of the random start")
+    ap.add_argument("--test-sweeps", type=int, default=None,
+                    help="document-completion sweeps (half burn-in; default 40, --quick: 6)")
+    ap.add_argument("--k-max", type=int, default=None,
+                    help="initial topic slots of FTM/LIDA (grown as needed; default 200, --quick: 12)")
+    ap.add_argument("--init-topics", type=int, default=None,
+                    help="FTM/LIDA topics of the random start (default 50, --quick: 6)")
     ap.add_argument("--init", default="random", choices=["random", "ibp"],
                     help="FTM/LIDA start: random dense assignment or a draw of the IBP prior (η, δ below)")
     ap.add_argument("--eta", type=float, default=5.0, help="initial η of FTM/LIDA")
     ap.add_argument("--delta", type=float, default=1.0, help="initial δ of FTM and LIDA (FTM(δ=1) keeps 1)")
-    ap.add_argument("--lda-topics", type=int, default=100)
+    ap.add_argument("--lda-topics", type=int, default=None, help="LDA's topics (default 100, --quick: 8)")
     ap.add_argument("--sigma", type=_floats, default=[0.0], help="σ grid of FTM and LIDA, comma-separated")
     ap.add_argument("--zeta", type=_floats, default=[0.25], help="ζ grid of LIDA, comma-separated")
     ap.add_argument("--mode", default="parallel", choices=["parallel", "exact", "stale"])
     ap.add_argument("--mh-steps", type=int, default=None, help="MH steps per token (LDA; default: dense draw)")
     ap.add_argument("--batch-size", type=int, default=None,
-                    help="tokens per block of the parallel sweep (default: 1/16 of the training tokens, <= 65536)")
+                    help="tokens per block of the parallel sweep (default: 1/16 of the training tokens, <= 65536; "
+                         "--quick: 512)")
     ap.add_argument("--news-docs", type=int, default=1000, help="20news: documents drawn")
     ap.add_argument("--news-words", type=int, default=1407, help="20news: most frequent words kept (0: all)")
     ap.add_argument("--news-stop-words", default="english", choices=["english", "none"],
@@ -777,11 +781,15 @@ def main(argv=None):
         ap.error("--jobs must be >= 1")
     command = "python experiments/lida_table1.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    # --quick's sizes, and the full run's; a size given on the command line is kept in both
+    sizes = (dict(folds=2, sweeps=20, test_sweeps=6, hyper_start=10, k_max=12, init_topics=6, lda_topics=8,
+                  batch_size=512) if args.quick else dict(folds=5, sweeps=300, test_sweeps=40, k_max=200,
+                                                          init_topics=50, lda_topics=100))
+    for name, value in sizes.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.quick:
         args.corpus = ["quick"]
-        args.folds, args.sweeps, args.test_sweeps = 2, 20, 6
-        args.hyper_start = 10 if args.hyper_start is None else args.hyper_start
-        args.k_max, args.init_topics, args.lda_topics, args.batch_size = 12, 6, 8, 512
         out = Path(args.out) if args.out else ROOT / "experiments" / "results" / "lida_table1_quick.md"
     else:
         args.corpus = args.corpus or ["kos", "20news"]

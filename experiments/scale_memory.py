@@ -10,6 +10,7 @@ affected by the load.
 
     python experiments/scale_memory.py --families corpus plsa ttmm ptm lda --iterations 1
     python experiments/scale_memory.py --quick          # a 3,000-document corpus, seconds
+    python experiments/scale_memory.py --quick --docs 200 --words 2000 --topics 8   # a smoke run
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ print(json.dumps(out))
 """
 
 
-def corpus_file(workdir: Path, quick: bool) -> Path:
+def corpus_file(workdir: Path, quick: bool, docs: int | None = None, words: int | None = None) -> Path:
+    """The generated corpus's ``.npz`` in ``workdir`` (written on first use): the ``nytimes``
+    preset, with 3,000 documents when ``quick``, or ``docs`` documents / ``words`` words when given."""
     import numpy as np
 
     from topicjax.data import synthetic
@@ -61,7 +64,13 @@ def corpus_file(workdir: Path, quick: bool) -> Path:
     preset = dict(synthetic.PRESETS["nytimes"])
     if quick:
         preset["n_docs"] = 3000
-    path = workdir / f"nytimes_{preset['n_docs']}.npz"
+    if docs is not None:
+        preset["n_docs"] = docs
+    name = f"nytimes_{preset['n_docs']}"
+    if words is not None and words != preset["n_words"]:
+        preset["n_words"] = words
+        name += f"x{words}"
+    path = workdir / f"{name}.npz"
     if path.exists():
         return path
     gen = synthetic.LDAGenerator(**preset, n_topics=100, seed=0)
@@ -80,11 +89,14 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--workdir", default="/tmp/topicjax-scale")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--docs", type=int, default=None, help="documents of the corpus (default: NYTimes's; 3,000 with "
+                                                           "--quick)")
+    ap.add_argument("--words", type=int, default=None, help="words of the vocabulary (default: NYTimes's 102,660)")
     args = ap.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    path = corpus_file(workdir, args.quick)
+    path = corpus_file(workdir, args.quick, args.docs, args.words)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     rows = []
     for fam in args.families:

@@ -2,11 +2,16 @@
 and ARTM, at most 12 for any family -- and none of them is a single eager operation (a
 ``squeeze``, a ``convert_element_type``, a ``stage`` of ``jnp.asarray``: bookkeeping belongs in the
 compiled program or on the host in numpy).  Counted with ``jax_log_compiles`` in child
-interpreters without any compilation cache (a program loaded from a cache is not compiled)."""
+interpreters without any compilation cache (a program loaded from a cache is not compiled), at the
+compiler settings of this process (the suite's quick ones, ``tests/conftest.py``: which programs
+are compiled does not depend on how XLA optimises them, and they compile in less than half the
+time).  One child per family: a new process is what the limit is about (a second fit in one
+process would find programs, and the backend's one-time trial compilation, done by the first)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -55,7 +60,7 @@ EAGER = ("stage", "squeeze", "convert_element_type", "broadcast_in_dim", "stack"
 
 
 def _programs(family: str) -> list[str]:
-    env = measured_child_env(JAX_PLATFORMS="cpu")
+    env = measured_child_env(JAX_PLATFORMS="cpu", XLA_FLAGS=os.environ.get("XLA_FLAGS", ""))
     proc = subprocess.run([sys.executable, "-c", CHILD.format(fit=FITS[family])], capture_output=True, text=True,
                           env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

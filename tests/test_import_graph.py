@@ -26,6 +26,7 @@ scale, tune, cli, evaluation, persistence, ...), at module level or inside a fun
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
 from pathlib import Path
 
@@ -195,15 +196,21 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 # --------------------------------------------------------------------------------------- the tests
+@functools.lru_cache(maxsize=1)
+def _topicjax_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """:func:`import_graph` of topicjax, read once for the tests below (they only read it)."""
+    return import_graph(PACKAGE)
+
+
 def test_topicjax_has_no_import_cycle():
-    edges, _ = import_graph(PACKAGE)
+    edges, _ = _topicjax_graph()
     assert len(edges) > 50  # the package was found and read
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 def test_packages_have_no_import_cycle():
-    edges, _ = import_graph(PACKAGE)
+    edges, _ = _topicjax_graph()
     packages = package_graph(edges)
     assert {"topicjax.core", "topicjax.data", "topicjax.regularizers", "topicjax.artm"} <= set(packages)
     cycle = find_cycle(packages)
@@ -217,7 +224,7 @@ def test_core_imports_nothing_above_it():
 
 
 def test_few_imports_inside_functions():
-    _, in_function = import_graph(PACKAGE)
+    _, in_function = _topicjax_graph()
     listing = "\n".join(f"  {m}:{line} imports {t}" for m, line, t in in_function)
     assert len(in_function) <= MAX_IN_FUNCTION, (
         f"{len(in_function)} imports of topicjax inside functions (at most {MAX_IN_FUNCTION}, each for an optional "

@@ -12,7 +12,6 @@ outputs, the int64 sort copies of the corpus constructor -- fails here.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +74,9 @@ def test_scale_memory_experiment_quick_run(tmp_path):
     sys.path.insert(0, str(ROOT / "experiments"))
     import scale_memory
 
-    rows = scale_memory.main(["--quick", "--families", "corpus", "plsa", "--workdir", str(tmp_path)])
+    # a smoke run: every stage of both children, on a corpus small enough to take no time
+    rows = scale_memory.main(["--quick", "--docs", "200", "--words", "2000", "--topics", "8", "--families", "corpus",
+                              "plsa", "--workdir", str(tmp_path)])
     assert [r["family"] for r in rows] == ["corpus", "plsa"]
     assert rows[1]["fit_peak"] >= rows[1]["corpus_peak"] > 0 and len(rows[1]["iteration_s"]) == 1
 

@@ -253,7 +253,10 @@ CHILD = textwrap.dedent("""
     from topicjax import persistence
 
     target, source, stage, flag = sys.argv[1:5]
-    model = persistence.load(source)
+    # the model as its save wrote it, saved again through persistence.save_folder: the one writer of
+    # every model's save (``model.save`` hands it its arrays and metadata), so that this process needs
+    # no estimator class -- nor JAX and scikit-learn: 0.3 s of CPU per child instead of 3.8 s
+    model = persistence.load_folder(source)
 
     def pause(name, path):
         if name == stage:
@@ -274,12 +277,12 @@ CHILD = textwrap.dedent("""
             time.sleep(0.002)
         persistence.LOCK_PATIENCE = 0.0
     if stage == "loop":  # save again and again, alternating two models
-        other = persistence.load(sys.argv[5])
+        other = persistence.load_folder(sys.argv[5])
         for i in range(10 ** 6):
-            (model if i % 2 == 0 else other).save(target)
+            persistence.save_folder(target, *(model if i % 2 == 0 else other))
             print(i, flush=True)
     try:
-        model.save(target)
+        persistence.save_folder(target, *model)
         print("saved", flush=True)
     except persistence.SaveRefusedError as e:
         print("refused:", e, flush=True)

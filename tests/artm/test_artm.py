@@ -51,7 +51,9 @@ def test_one_artm_iteration_is_theorem_2_by_hand(bars):
     T, gamma, alpha = 5, 3.0, 0.2
     m = ARTM(T, regularizers=[(R.decorrelate(), gamma), (R.smooth_theta(), alpha)], max_iter=1, random_state=7,
              progress=False, scores=()).fit(bars)
-    phi0 = np.asarray(em.init(as_key(7), bars.n_words, bars.n_docs, T).phi, np.float64)
+    # compiled (eagerly, each operation of the initialisation compiled a program of its own)
+    phi0 = np.asarray(jax.jit(em.init, static_argnums=(1, 2, 3))(as_key(7), bars.n_words, bars.n_docs, T).phi,
+                      np.float64)
     theta0 = np.full((T, bars.n_docs), 1.0 / T)
     d, w, n = bars.doc_ids, bars.word_ids, bars.counts
     p = phi0[w] * theta0[:, d].T

@@ -142,8 +142,9 @@ def test_a_log_file_gets_no_cursor_codes(bars, tmp_path):
     log_path = tmp_path / "log"
     with open(log_path, "w") as log, redirect_stderr(log), redirect_stdout(io.StringIO()) as out:
         assert app.main(["fit", str(bars["uci"]), "--topics", "3", "--iterations", "2", "--heldout", "0.2"]) == 0
+        # --bic 2020: the GEM programs of the other order selections and PTM fits of these tests
         assert app.main(["select-order", str(bars["train"]), "--max-topics", "3", "--min-topics", "2",
-                         "--iterations", "2"]) == 0
+                         "--iterations", "2", "--bic", "2020"]) == 0
     log = log_path.read_bytes()  # bytes: reading text would turn every \r into \n
     assert b"\r" not in log and b"\x1b[" not in log, log[:300]
     assert "fitted in" in out.getvalue() and "best order" in out.getvalue()
@@ -164,8 +165,9 @@ def test_fits_say_and_record_the_iterations_run(model, fitted):
 
 def test_the_default_number_of_iterations_is_said_and_recorded(bars, run, tmp_path):
     # PTM's documented default: max_iter=100 GEM iterations (stopping earlier by tol)
-    status, out, err = run("fit", bars["uci"], "--model", "ptm", "--topics", "3", "--heldout", "0.2", "--quiet",
-                           "--out", tmp_path / "m")
+    # --bic 2020 as in the session's PTM fit (conftest.FITS): its compiled GEM step is reused
+    status, out, err = run("fit", bars["uci"], "--model", "ptm", "--topics", "3", "--heldout", "0.2", "--bic", "2020",
+                           "--quiet", "--out", tmp_path / "m")
     assert status == 0, err
     assert "at most 100 iterations (PTM's default)" in out
     summary = json.loads((tmp_path / "m" / "fit_summary.json").read_text())

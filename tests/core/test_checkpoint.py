@@ -2,7 +2,11 @@
 checkpoint folder, equals the uninterrupted fit bit for bit (CPU) -- for every family, PTM's order
 sweep, TTMM's SGD (whose document order comes from a host generator) and a LIDA chain that grows
 its topic slots included; and the folder
-refuses another fit, a corrupt file and bad settings with clear errors."""
+refuses another fit, a corrupt file and bad settings with clear errors.
+
+The killed fits share one child interpreter (:data:`CHILD`): each stops for good at a fixed point,
+right after a given checkpoint file is written, and the child then kills itself -- no clock, no
+polling, and one interpreter's start instead of one per fit."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import jax
@@ -51,19 +54,45 @@ SETUP = textwrap.dedent("""
                                      progress=False).fit(corpus, **kw),
     }
 """)
+#: The killed fits, all in one child interpreter: each fit runs in a thread of its own that stops
+#: for good right after writing the checkpoint file named for it (a deterministic point, mid-run),
+#: and once every fit has stopped the child kills itself with SIGKILL -- nothing of any fit runs
+#: after its stop, no ``finally`` nor exit handler: what a kill at that instant leaves.
+#: argv: (fit, folder, file of the stop) for each fit.
 CHILD = SETUP + textwrap.dedent("""
-    import sys, time
+    import os, signal, sys, threading
+    from pathlib import Path
     from topicjax.core import checkpoint as ck
 
-    save = ck.RunCheckpoint.save
+    write = ck.RunCheckpoint._write
+    stops = {}  # checkpoint file -> set when its fit has written it (or ended without writing it)
 
-    def slow_save(self, *args, **kwargs):  # time for the parent to kill between two checkpoints
-        save(self, *args, **kwargs)
-        time.sleep(0.3)
+    def write_then_stop(self, *args, **kwargs):  # a test-only hook: every save of save / save_host
+        write(self, *args, **kwargs)
+        reached = stops.get(str(self.path))
+        if reached is not None and not reached.is_set():
+            reached.set()
+            threading.Event().wait()  # this fit stops here until the kill
 
-    ck.RunCheckpoint.save = slow_save
-    FITS[sys.argv[1]](checkpoint=sys.argv[2], checkpoint_every=4)
-    print("FINISHED")
+    ck.RunCheckpoint._write = write_then_stop
+    args = sys.argv[1:]
+    for name, folder, stop in zip(args[0::3], args[1::3], args[2::3]):
+        reached = stops[str(Path(folder) / stop)] = threading.Event()
+
+        def fit(name=name, folder=folder, reached=reached):
+            try:
+                FITS[name](checkpoint=folder, checkpoint_every=4)
+            finally:
+                reached.set()  # ended (or failed) without its stop: the parent is told below
+
+        thread = threading.Thread(target=fit, daemon=True)
+        thread.start()
+        reached.wait()
+        if not thread.is_alive():
+            thread.join()
+            sys.exit(f"the {name} fit ended before its checkpoint {stop}")
+        print("STOPPED", name, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
 """)
 NS: dict = {}
 exec(SETUP, NS)  # noqa: S102 - our own fixed text
@@ -103,30 +132,15 @@ def run_meta(path: Path) -> dict:
         return json.loads(z["meta"].tobytes())
 
 
-def kill_when(folder: Path, family: str, ready, timeout: float = 240.0) -> subprocess.Popen:
-    """Start the fit in a subprocess; SIGKILL it as soon as ``ready(folder)``."""
+def kill_all(stops: dict) -> None:
+    """Run the fits ``{name: (folder, file of the stop)}`` in one child (:data:`CHILD`), which
+    kills itself with SIGKILL once each has stopped right after writing its file."""
     path = str(Path(tj.__file__).parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONPATH": path,
-           "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, family, str(folder)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    t0 = time.monotonic()
-    try:
-        while not ready(folder):
-            if proc.poll() is not None:
-                out, err = proc.communicate()
-                pytest.fail(f"the fit ended before its first checkpoint: {out.decode()[-500:]} {err.decode()[-2000:]}")
-            if time.monotonic() - t0 > timeout:
-                pytest.fail("no checkpoint appeared in time")
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    return proc
+    env = {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    args = [str(a) for name, (folder, stop) in stops.items() for a in (name, folder, stop)]
+    proc = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, f"the child was not killed: {proc.stdout[-500:]} {proc.stderr[-3000:]}"
+    assert proc.stdout.split() == [w for name in stops for w in ("STOPPED", name)], proc.stdout
 
 
 @pytest.fixture
@@ -150,27 +164,49 @@ def restores(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("family", ["PLSA", "ARTM", "PTM", "TTMM-EM", "TTMM-SGD", "LIDA"])
-def test_a_killed_fit_resumes_to_the_same_model(family, tmp_path, restores):
-    folder = tmp_path / "ckpt"
-    kill_when(folder, family, lambda f: (f / "fit.npz").is_file())
+FAMILIES = ["PLSA", "ARTM", "PTM", "TTMM-EM", "TTMM-SGD", "LIDA"]
+
+
+def test_killed_fits_resume_to_the_same_model(tmp_path, restores):
+    """Every family's fit killed (SIGKILL) right after its first checkpoint, and PTM's order sweep
+    right after the first checkpoint of its second order, resume to the uninterrupted fit.
+
+    The uninterrupted fits run first, in this process: the child then loads their programs from
+    the run's shared compilation cache instead of compiling them again."""
+    reference = {name: outcome(FITS[name]()) for name in [*FAMILIES, "select_order"]}
+    folders = {name: tmp_path / name for name in reference}
+    kill_all({**{name: (folders[name], "fit.npz") for name in FAMILIES},
+              "select_order": (folders["select_order"], "order_4.npz")})
+    failures = []
+    for name in reference:
+        restores.clear()
+        try:
+            (check_order_sweep if name == "select_order" else check_family)(name, folders[name], restores,
+                                                                              reference[name])
+        except AssertionError as e:
+            failures.append(f"{name}: {e}")
+    assert not failures, "\n\n".join(failures)
+
+
+def check_family(family: str, folder: Path, restores: list, reference: dict) -> None:
+    """A fit killed after its first checkpoint resumes from it to the uninterrupted fit."""
     meta = run_meta(folder / "fit.npz")
     assert 0 < meta["done"] and not meta["finished"], "the kill came after the fit had finished"
     resumed = FITS[family](checkpoint=folder, checkpoint_every=4)
     assert restores == [("fit", (meta["done"], False))]  # it resumed, it did not start over
-    assert_same(outcome(resumed), outcome(FITS[family]()))
+    assert_same(outcome(resumed), reference)
 
 
-def test_a_killed_order_sweep_resumes_at_its_order_and_iteration(tmp_path, restores):
-    folder = tmp_path / "ckpt"
-    kill_when(folder, "select_order", lambda f: (f / "order_4.npz").is_file())
+def check_order_sweep(name: str, folder: Path, restores: list, reference: dict) -> None:
+    """A sweep killed during its second order resumes at its order and iteration."""
     assert run_meta(folder / "order_5.npz")["finished"]
     meta4 = run_meta(folder / "order_4.npz")
     assert 0 < meta4["done"] < 6 and not meta4["finished"]
-    resumed = FITS["select_order"](checkpoint=folder, checkpoint_every=4)
+    assert not (folder / "order_3.npz").exists()
+    resumed = FITS[name](checkpoint=folder, checkpoint_every=4)
     # order 5 restored finished (not refitted), order 4 at its saved iteration, order 3 fresh
     assert restores == [("order_5", (6, True)), ("order_4", (meta4["done"], False)), ("order_3", None)]
-    assert_same(outcome(resumed), outcome(FITS["select_order"]()))
+    assert_same(outcome(resumed), reference)
 
 
 # ----------------------------------------------------------------------------- in-process behaviour
@@ -232,6 +268,21 @@ def test_convergence_is_resumed_too(corpus, tmp_path, monkeypatch):
     assert 2 < reference.n_iter_ < 200
     interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=2)
     assert_same(outcome(make(checkpoint=tmp_path, checkpoint_every=2)), outcome(reference))
+
+
+def test_a_resumed_fit_runs_the_programs_of_the_fresh_one(corpus, tmp_path, monkeypatch, caplog):
+    """The restored state is placed as a fresh fit's (uncommitted arrays), so the resumed fit
+    compiles nothing more: a state committed to its device was another program for XLA, which
+    every resume compiled again (or loaded from the persistent cache)."""
+    def make(**kw):
+        return tj.PLSA(4, max_iter=9, tol=0, progress=False).fit(corpus, **kw)
+
+    fresh = make()
+    interrupted(make, tmp_path, 1, monkeypatch, checkpoint_every=4)
+    with caplog.at_level("WARNING"), jax.log_compiles(True):
+        resumed = make(checkpoint=tmp_path, checkpoint_every=4)
+    assert [r.getMessage()[:60] for r in caplog.records if r.getMessage().startswith("Compiling")] == []
+    assert_same(outcome(resumed), outcome(fresh))
 
 
 def test_another_fit_is_refused(corpus, tmp_path):

@@ -156,13 +156,18 @@ def em_problem():
     data = layout.prepare(corpus)
     reg = as_regularizer(None)
     keys = jax.random.split(jax.random.key(0), 3)
-    states = jax.vmap(lambda k: em.init(k, corpus.n_words, corpus.n_docs, 5))(keys)
+    # compiled: vmapped eagerly, every operation of the initialisation compiled a program of its own
+    states = jax.jit(jax.vmap(lambda k: em.init(k, corpus.n_words, corpus.n_docs, 5)))(keys)
     return corpus, data, reg, states
+
+
+#: model ``g`` of a batch of states, in one compiled program (not one per array)
+_model = jax.jit(lambda states, g: jax.tree.map(lambda a: a[g], states))
 
 
 def test_run_equals_a_python_loop_of_steps(em_problem):
     corpus, data, reg, states = em_problem
-    s0 = jax.tree.map(lambda a: a[0], states)
+    s0 = _model(states, 0)
     state, hist = driver.run(em.ARTM_EM, em.EMStatic(), s0, (data, reg, None), max_iter=7, progress=False)
     step = jax.jit(em.step)
     s = s0
@@ -187,7 +192,7 @@ def test_run_many_equals_each_fit_alone(em_problem, mode):
                                            batched=(False, False, False), max_iter=6, tol=1e-4, mode=mode,
                                            vmap_size=2 if mode == "vmap" else None, workers=2)
     for g in range(3):
-        alone = driver.run_fixed(em.ARTM_EM, em.EMStatic(), jax.tree.map(lambda a: a[g], states),
+        alone = driver.run_fixed(em.ARTM_EM, em.EMStatic(), _model(states, g),
                                  (data, reg, None), max_iter=6, tol=1e-4)
         np.testing.assert_allclose(np.asarray(out.phi[g]), np.asarray(alone[0].phi), rtol=1e-5, atol=1e-7)
         assert int(n[g]) == int(alone[2])

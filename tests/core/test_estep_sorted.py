@@ -29,6 +29,11 @@ from tests.core.test_estep import _reference  # the hand-written float64 E-step 
 
 T = 7  # not a multiple of anything the kernels block by
 
+# one compiled program per layout and setting (called eagerly, each of the E-step's operations
+# compiled on its own: many more, smaller compilations)
+_sliced_counts = jax.jit(estep.sliced_counts, static_argnums=(3, 4, 5, 6))
+_sliced_counts_models = jax.jit(estep.sliced_counts_models, static_argnums=(4, 5, 6))
+
 
 @pytest.fixture(scope="module")
 def case():
@@ -64,12 +69,12 @@ def test_word_pieces_equal_per_slot_scatter_and_float64_loop(case, chunk, tile, 
     with jax.enable_x64(True):
         data64 = _prepare(corpus, chunk, tile, monkeypatch, jnp.float64)
         p64, t64 = jnp.asarray(phi), jnp.asarray(theta)
-        ll, g_phi, g_theta = estep.sliced_counts(p64, t64, data64, True, True, per_slot=False)
+        ll, g_phi, g_theta = _sliced_counts(p64, t64, data64, True, True, None, False)
         np.testing.assert_allclose(float(ll), ll_ref, rtol=1e-12)
         np.testing.assert_allclose(np.asarray(p64 * g_phi), n_wt, rtol=1e-11, atol=1e-13)
         np.testing.assert_allclose(np.asarray(t64 * g_theta), n_td, rtol=1e-11, atol=1e-13)
         # ∂L/∂Φ alone: the word pass also sums L
-        ll_w, g_phi_w, none = estep.sliced_counts(p64, t64, data64, True, False, per_slot=False)
+        ll_w, g_phi_w, none = _sliced_counts(p64, t64, data64, True, False, None, False)
         assert none is None
         np.testing.assert_allclose(float(ll_w), ll_ref, rtol=1e-12)
         np.testing.assert_allclose(np.asarray(p64 * g_phi_w), n_wt, rtol=1e-11, atol=1e-13)
@@ -77,8 +82,8 @@ def test_word_pieces_equal_per_slot_scatter_and_float64_loop(case, chunk, tile, 
     p32, t32 = jnp.asarray(phi, jnp.float32), jnp.asarray(theta, jnp.float32)
     # (∂L/∂Θ alone never reads the mirror)
     for need_phi, need_theta, theta_rows in ((True, True, False), (True, True, True), (True, False, None)):
-        new = estep.sliced_counts(p32, t32, data, need_phi, need_theta, theta_rows, per_slot=False)
-        old = estep.sliced_counts(p32, t32, data, need_phi, need_theta, theta_rows, per_slot=True)
+        new = _sliced_counts(p32, t32, data, need_phi, need_theta, theta_rows, False)
+        old = _sliced_counts(p32, t32, data, need_phi, need_theta, theta_rows, True)
         np.testing.assert_allclose(float(new[0]), float(old[0]), rtol=1e-6)
         for a, b in zip(new[1:], old[1:]):
             assert (a is None) == (b is None)
@@ -105,8 +110,7 @@ def test_models_kernel_word_pieces_equal_float64_loop(case, chunk, tile, monkeyp
         phi_w = jnp.asarray(phis.transpose(1, 0, 2))  # (W, G, T)
         theta_w = jnp.asarray(thetas.transpose(2, 0, 1))  # (D, G, T)
         for need_theta in (True, False):
-            ll, g_phi, g_theta = estep.sliced_counts_models(phi_w, theta_w, count, data, True, need_theta,
-                                                            per_slot=False)
+            ll, g_phi, g_theta = _sliced_counts_models(phi_w, theta_w, count, data, True, need_theta, False)
             for g in range(G):
                 ll_ref, n_wt, n_td = _reference(phis[g], thetas[g], dense * weights[g])
                 np.testing.assert_allclose(float(ll[g]), ll_ref, rtol=1e-12)

@@ -7,6 +7,7 @@ built here by hand (not by layout.prepare), with padding slots, whole padding pi
 counts, documents without pieces and documents spread over several chunks.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -293,16 +294,57 @@ def _run(code, **env):
 
 
 @needs_kernel
-def test_environment_variables():
-    out = _run("from topicjax.core import kernels; print(kernels.get_threads(), kernels.get_backend())",
-               TOPICJAX_THREADS="3", TOPICJAX_ESTEP="xla")
+def test_environment_variables_and_a_forked_child():
+    """One child interpreter (each costs a JAX start):
+
+    * ``TOPICJAX_ESTEP`` and ``TOPICJAX_THREADS`` are read on first use, not at import
+      (tests/test_environment.py: the command line's one line): with bad values ``import
+      topicjax`` succeeds and each first use is a ``ValueError`` naming the variable and the value;
+      set to good values before the next use, they are what the settings say;
+    * a process forked after the kernel's pool started (multiprocessing's default on Linux) has
+      none of its threads: the kernel starts a new pool there instead of waiting for them forever.
+    """
+    code = """
+        import json, os, warnings
+        warnings.simplefilter("ignore")
+        os.environ.update(TOPICJAX_ESTEP="fast", TOPICJAX_THREADS="many")
+        import topicjax
+        from topicjax.core import kernels
+        errors = []
+        for first_use in (kernels.get_backend, kernels.get_threads):
+            try:
+                first_use()
+                errors.append(None)
+            except ValueError as e:
+                errors.append(str(e))
+        os.environ.update(TOPICJAX_ESTEP="xla", TOPICJAX_THREADS="3")
+        settings = [kernels.get_threads(), kernels.get_backend()]
+
+        import jax
+        from topicjax import datasets
+        from topicjax.artm import algorithm as em
+        from topicjax.core import estep, layout
+        kernels.set_backend("auto")  # the kernel's pool
+        corpus, _, _ = datasets.make_bars(n_docs=2000, seed=0)
+        data = layout.prepare(corpus, chunk=1024)
+        kernels.set_threads(2)
+        state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 5)
+        f = jax.jit(lambda p, t: estep.expected_counts(p, t, data)[0])
+        before = float(f(state.phi, state.theta))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if float(f(state.phi, state.theta)) == before else 3)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps(dict(errors=errors, settings=settings, fork=os.waitstatus_to_exitcode(status))))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["3", "xla"]
-    # read on first use, not at import (tests/test_environment.py: the command line's one line)
-    out = _run("import topicjax; from topicjax.core import kernels; kernels.get_backend()", TOPICJAX_ESTEP="fast")
-    assert out.returncode != 0 and "TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'" in out.stderr
-    out = _run("import topicjax; from topicjax.core import kernels; kernels.get_threads()", TOPICJAX_THREADS="many")
-    assert out.returncode != 0 and "TOPICJAX_THREADS must be an integer in [1, 4096], got 'many'" in out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["errors"] == ["TOPICJAX_ESTEP must be one of 'auto', 'xla', 'ffi', 'xla_scatter', got 'fast'",
+                             "TOPICJAX_THREADS must be an integer in [1, 4096], got 'many'"]
+    assert res["settings"] == [3, "xla"]
+    assert res["fork"] == 0  # the forked child's E-step returned, with the parent's result
 
 
 def test_missing_kernel_falls_back_with_one_warning():
@@ -530,34 +572,6 @@ def test_thread_benchmark_quick_smoke_run(tmp_path, load_experiment):
     (t,) = targets
     assert t["corpus"] == "bars" and t["T"] == 10 and t["scaling"] > 0
     assert t["estep_scaling"] > 0 and t["mstep_scaling"] > 0 and "the M-step: 1 / 2" in text
-
-
-@needs_kernel
-def test_forked_child_gets_its_own_threads():
-    """A process forked after the pool started (multiprocessing's default on Linux) has none of
-    its threads: the kernel starts a new pool there instead of waiting for them forever."""
-    code = """
-        import os, warnings
-        warnings.simplefilter("ignore")
-        import jax
-        from topicjax import datasets
-        from topicjax.artm import algorithm as em
-        from topicjax.core import estep, kernels, layout
-        corpus, _, _ = datasets.make_bars(n_docs=2000, seed=0)
-        data = layout.prepare(corpus, chunk=1024)
-        kernels.set_threads(2)
-        state = em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, 5)
-        f = jax.jit(lambda p, t: estep.expected_counts(p, t, data)[0])
-        before = float(f(state.phi, state.theta))
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0 if float(f(state.phi, state.theta)) == before else 3)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status))
-    """
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "JAX_PLATFORMS": "cpu", "TOPICJAX_ESTEP": "auto"})  # the kernel's pool
-    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
 
 
 @needs_kernel

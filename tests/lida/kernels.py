@@ -54,29 +54,46 @@ def _conditional(k_allowed, d, v, ndk, nvk, nk, alpha, beta, M):
 
 
 def sweep_kernel(Z, doc, word, theta_bar, phi_bar, alpha, beta, blocks, stale=False):
-    """Transition matrix T[s, s'] of one sweep over the states ``Z``.
+    """Transition matrix T[s, s'] of one sweep over the states ``Z`` (every allowed assignment, as
+    :func:`states` lists them, in any order).
 
     ``blocks``: lists of documents, visited in order.  Parallel sweep: the documents of a block are
     resampled independently, each token in order from the counts at the start of the block plus
     its own document's changes so far.  ``stale=True``: every token of a block is drawn from the
-    counts at the start of the block (minus itself) and nothing else."""
+    counts at the start of the block (minus itself) and nothing else.
+
+    The documents of a block move independently given the block's start, so a row of the block's
+    matrix is the product of the documents' outcome probabilities: each outcome of each document is
+    enumerated token by token below, and their products are placed at once (a state's row is
+    found from the mixed-radix number of its tokens' positions in their allowed lists)."""
     D, K = theta_bar.shape
     V = phi_bar.shape[0]
     M = phi_bar.sum(0)
     allowed = allowed_topics(doc, word, theta_bar, phi_bar)
-    index = {tuple(z): i for i, z in enumerate(Z)}
+    # state -> row: the digits of a state are its tokens' positions in their allowed lists
+    radix = np.array([len(a) for a in allowed])
+    stride = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]])
+    digit = np.full((len(doc), K), -1)
+    for i, a in enumerate(allowed):
+        digit[i, a] = np.arange(len(a))
+    code = lambda z: int(np.sum(digit[np.arange(len(z)), z] * stride))
+    row_of = np.full(int(np.prod(radix)), -1)
+    row_of[[code(z) for z in Z]] = np.arange(len(Z))
+    assert (row_of >= 0).all(), "Z must hold every allowed assignment"
     tokens_of = [np.flatnonzero(doc == d) for d in range(D)]
-    T = np.eye(len(Z))
+    T = None
     for blk in blocks:
         Tb = np.zeros((len(Z), len(Z)))
         for s, z in enumerate(Z):
             ndk0 = np.zeros((D, K)); nvk0 = np.zeros((V, K)); nk0 = np.zeros(K)
             np.add.at(ndk0, (doc, z), 1); np.add.at(nvk0, (word, z), 1); np.add.at(nk0, z, 1)
-            # per document of the block: distribution over its new assignments
-            per_doc = []
+            base = code(z)
+            # per document of the block: its new assignments' codes and probabilities
+            codes, probs = [], []
             for d in blk:
                 toks = tokens_of[d]
-                outcomes = {}
+                base -= int(np.sum(digit[toks, z[toks]] * stride[toks]))
+                c_d, p_d = [], []
                 for new in itertools.product(*[allowed[i] for i in toks]):
                     ndk, nvk, nk = ndk0.copy(), nvk0.copy(), nk0.copy()
                     prob = 1.0
@@ -90,24 +107,38 @@ def sweep_kernel(Z, doc, word, theta_bar, phi_bar, alpha, beta, blocks, stale=Fa
                             c = _conditional(allowed[i], d, word[i], ndk, nvk, nk, alpha, beta, M)
                             ndk[d, k1] += 1; nvk[word[i], k1] += 1; nk[k1] += 1
                         prob *= c[list(allowed[i]).index(k1)]
-                    outcomes[new] = prob
-                per_doc.append((toks, outcomes))
-            for combo in itertools.product(*[list(o.items()) for _, o in per_doc]):
-                z1 = z.copy()
-                prob = 1.0
-                for (toks, _), (new, p) in zip(per_doc, combo):
-                    z1[toks] = new
-                    prob *= p
-                Tb[s, index[tuple(z1)]] += prob
-        T = T @ Tb
+                    c_d.append(int(np.sum(digit[toks, list(new)] * stride[toks])))
+                    p_d.append(prob)
+                codes.append(np.array(c_d))
+                probs.append(np.array(p_d))
+            # every combination of the documents' outcomes: codes add up, probabilities multiply
+            c_all, p_all = np.array([base]), np.array([1.0])
+            for c_d, p_d in zip(codes, probs):
+                c_all = (c_all[:, None] + c_d[None, :]).ravel()
+                p_all = (p_all[:, None] * p_d[None, :]).ravel()
+            np.add.at(Tb[s], row_of[c_all], p_all)
+        T = Tb if T is None else T @ Tb
     return T
 
 
+def after_sweeps(p0, T, n_sweeps):
+    """The distribution ``p0`` T^n_sweeps (vector-matrix products)."""
+    p = np.asarray(p0, float)
+    for _ in range(n_sweeps):
+        p = p @ T
+    return p
+
+
 def stationary(T):
-    """The stationary distribution of the transition matrix ``T`` (left eigenvector for 1)."""
-    w, vecs = np.linalg.eig(T.T)
-    v = np.real(vecs[:, np.argmin(np.abs(w - 1))])
-    return v / v.sum()
+    """The stationary distribution π of the transition matrix ``T`` (π T = π, Σ π = 1), from one
+    linear solve: the equations (T^T − I) π = 0 with one of them (redundant: the rows of T sum to
+    one) replaced by Σ π = 1.  The kernels here are irreducible (every conditional is positive on
+    its allowed topics), so π is unique and the system is non-singular."""
+    A = T.T - np.eye(len(T))
+    A[-1] = 1.0
+    b = np.zeros(len(T))
+    b[-1] = 1.0
+    return np.linalg.solve(A, b)
 
 
 def total_variation(p, q):

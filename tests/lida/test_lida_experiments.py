@@ -31,13 +31,16 @@ def test_quick_run_in_workers_writes_table_and_keeps_notes(mod, tmp_path, monkey
     monkeypatch.setenv("TOPICJAX_THREADS", "1")
     out = tmp_path / "table.md"
     out.write_text("an older table\n" + mod.NOTES_MARK + "\nA hand-written note.\n", encoding="utf-8")
-    results = mod.main(["--quick", "--models", "ftm", "--jobs", "2", "--out", str(out)])
+    # 48 topic slots: --quick's 12 overflow at the first sweep, and the growth (new shapes) doubled
+    # what each worker compiles
+    results = mod.main(["--quick", "--models", "ftm", "--jobs", "2", "--k-max", "48", "--out", str(out)])
     assert sorted((r["model"], r["fold"]) for r in results) == [("ftm", 0), ("ftm", 1)]
     n_words = mod.quick_corpus().n_words
     for r in results:
         # document completion beats the uniform distribution over the vocabulary
         assert np.isfinite(r["logperp"]) and r["logperp"] < np.log(n_words) - 0.05, r
         assert r["topics"] >= 1 and r["backend"] == "cpu"
+        assert r["K_max"] >= 48  # a size given with --quick is kept (not --quick's 12)
     text = out.read_text(encoding="utf-8")
     assert "Command: `python experiments/lida_table1.py --quick --models ftm --jobs 2" in text
     assert "2 worker(s)" in text
@@ -97,7 +100,17 @@ def test_fold_split_leaves_out_only_words_unseen_in_training(mod):
         mod.fold_split(corpus, folds, 1, seed=0, unseen="skip")
 
 
-def test_20news_preparation(mod):
+def test_20news_preparation(mod, monkeypatch):
+    real, loaded = mod.load_20news, {}
+
+    def load_once(n_docs, n_words, seed, stop_words="english"):
+        """Each distinct request read once (reading the documents is most of this test's time)."""
+        key = (n_docs, n_words, seed, stop_words)
+        if key not in loaded:
+            loaded[key] = real(n_docs=n_docs, n_words=n_words, seed=seed, stop_words=stop_words)
+        return loaded[key]
+
+    monkeypatch.setattr(mod, "load_20news", load_once)
     try:
         corpus = mod.load_20news(n_docs=300, n_words=500, seed=0)
     except FileNotFoundError as e:
@@ -112,8 +125,9 @@ def test_20news_preparation(mod):
     raw = mod.load_20news(n_docs=300, n_words=None, seed=0, stop_words=None)
     assert {"the", "and", "of", "to"} <= set(raw.vocab) and vocab < set(raw.vocab)
     assert raw.n_words > 5 * corpus.n_words and raw.word_counts.min() == 1
-    name, _ = mod.load_corpus("20news", dict(news_docs=300, news_words=0, news_stop_words="none", seed=0))
+    name, same = mod.load_corpus("20news", dict(news_docs=300, news_words=0, news_stop_words="none", seed=0))
     assert name == "20news-unprocessed" and "20news-unprocessed" in mod.PAPER
+    assert same is raw  # load_corpus asked for those documents: every word, stop words kept
 
 
 def test_topic_regimes_quick_run(load_experiment, tmp_path):

@@ -349,11 +349,13 @@ def test_gem_fit_with_kernels_equals_xla_fit():
     import topicjax as tj
     from topicjax.ptm import PTM
 
-    corpus, _, _ = tj.datasets.make_bars(n_docs=80, seed=1, doc_length=50)
+    # the corpus and settings of tests/ptm/test_ptm.py's ``fitted`` model: in a run that has fitted
+    # it, the kernels' fit loads its compiled programs from the shared persistent cache
+    corpus, _, _ = tj.datasets.make_bars(n_docs=120, seed=0, doc_length=60)
     fits = {}
     for name in ("ffi", "xla"):
         with core_kernels.backend(name):
-            fits[name] = PTM(n_components=6, max_iter=10, random_state=0, progress=False).fit(corpus)
+            fits[name] = PTM(n_components=6, bic="2014-exact", max_iter=15, random_state=0, progress=False).fit(corpus)
     a, b = fits["ffi"], fits["xla"]
     np.testing.assert_array_equal(a.u_, b.u_)
     np.testing.assert_array_equal(a.v_, b.v_)

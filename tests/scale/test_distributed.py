@@ -1,9 +1,10 @@
 """topicjax.scale.distributed: documents sharded over devices and processes give the single-device model.
 
 Several CPU devices need ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before JAX starts,
-so those checks run in subprocesses; the two-process checks start two ``jax.distributed``
-processes on localhost (gloo collectives) with two devices each: one where every process holds
-the corpus, one where each reads only its own part of a batch store (sharded and online fits).
+so those checks run in subprocesses; the two-process checks read what the suite's one pair of
+``jax.distributed`` processes on localhost (gloo collectives, two devices each) fitted
+(tests/two_process_run.py): a corpus every process holds, and a batch store of which each reads
+only its own part (sharded and online fits).
 
 Tolerances against the one-device model: the sharded E-step adds the same float32 terms in
 another order (per device, then across devices), a few ulps (float32 eps = 1.2e-7) per sum;
@@ -26,8 +27,8 @@ from topicjax.data.corpus import CorpusError
 from topicjax.scale import distributed, online
 from topicjax.scale.store import BatchStore, StoreWriter, write_store
 
-from multidevice import (COMMON, N_ITER, ONLINE_KW, STORE_BATCH, T, owned_documents, run, run_two_processes,
-                         run_two_processes_store, store_corpus)
+from multidevice import COMMON, N_ITER, ONLINE_KW, STORE_BATCH, T, owned_documents, run, store_corpus
+from two_process_run import two_process_run
 
 TOL = dict(rtol=1e-5, atol=1e-6)  # float32 sums in another order (module docstring)
 
@@ -125,10 +126,13 @@ def test_four_devices_give_the_single_device_model():
         assert r["ll"] < 1e-6 and r["reg"] < 1e-5 and r["phi_sum"] < 1e-5, (name, r)
 
 
-def test_two_processes_with_jax_distributed(tmp_path):
+def test_two_processes_with_jax_distributed(tmp_path_factory):
     # A regularizer of Θ: it must see the 70 documents of Θ split over 4 devices (blocks of 18,
-    # 2 padding columns), as the one-device fit does.
-    a, b = run_two_processes(tmp_path, "artm")
+    # 2 padding columns), as the one-device fit does.  Θ gathered to the host in blocks: checked
+    # in the processes (tests/two_process_run.py, step 4).
+    run = two_process_run(tmp_path_factory)
+    a, b = run.results(0), run.results(1)
+    assert [r["n"] for r in run.report] == [N_ITER, N_ITER]
     np.testing.assert_array_equal(a["phi"], b["phi"])  # every process holds the same model
     np.testing.assert_array_equal(a["theta"], b["theta"])
     # ... which is the single-device model, computed here in one process.
@@ -142,14 +146,17 @@ def test_two_processes_with_jax_distributed(tmp_path):
     np.testing.assert_allclose(a["theta"], ref.theta_, rtol=1e-5, atol=1e-6)
 
 
-def test_two_processes_each_read_only_their_own_part_of_a_store(tmp_path):
-    folder, (a, b) = run_two_processes_store(tmp_path, n_local=2)
-    for key in ("phi", "theta", "online_phi", "online_ll"):
+def test_two_processes_each_read_only_their_own_part_of_a_store(tmp_path_factory):
+    run = two_process_run(tmp_path_factory)
+    a, b = run.results(0), run.results(1)
+    n_batches = -(-store_corpus().n_docs // STORE_BATCH)
+    assert all(r["n_store"] == N_ITER and r["n_online"] == ONLINE_KW["passes"] * n_batches for r in run.report)
+    for key in ("store_phi", "store_theta", "online_phi", "online_ll"):
         np.testing.assert_array_equal(a[key], b[key])  # every process holds the same model
-    store = BatchStore(folder)
+    store = BatchStore(run.store)
     ref = tj.ARTM(T, max_iter=N_ITER, progress=False, random_state=0, scores=("perplexity",)).fit(store.corpus())
-    np.testing.assert_allclose(a["phi"], ref.phi_, **TOL)
-    np.testing.assert_allclose(a["theta"], ref.theta_, **TOL)
+    np.testing.assert_allclose(a["store_phi"], ref.phi_, **TOL)
+    np.testing.assert_allclose(a["store_theta"], ref.theta_, **TOL)
     assert float(a["perplexity"]) == pytest.approx(ref.history_[-1]["perplexity"], rel=1e-6)
     ref_online = online.fit_online(store, T, progress=False, random_state=0, **ONLINE_KW)
     np.testing.assert_allclose(a["online_phi"], ref_online.phi_, **TOL)
@@ -161,7 +168,7 @@ def test_two_processes_each_read_only_their_own_part_of_a_store(tmp_path):
         owned = owned_documents(offsets, 2, 2, batch)
         for p in range(2):
             assert owned[p].any() and not (owned[0] & owned[1]).any() and (owned[0] | owned[1]).all()
-            copy = BatchStore(tmp_path / f"{kind}{p}")
+            copy = BatchStore(run.folder / f"{kind}{p}")
             foreign = int(np.flatnonzero(~owned[p])[0])
             with pytest.raises(CorpusError, match="outside"):
                 copy.documents(foreign, foreign + 1)

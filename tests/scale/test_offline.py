@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,15 +46,16 @@ def test_equals_the_in_memory_fit(bars_store, doc_passes, with_reg):
 
 
 def test_initial_phi_and_errors(bars_store):
-    a = offline.fit_store(bars_store, 5, max_iter=2, progress=False)
-    b = offline.fit_store(bars_store, 5, max_iter=1, phi=a.phi_, progress=False)
+    # T = 7 and random_state=3, as test_equals_the_in_memory_fit[False-None]: its compiled programs
+    a = offline.fit_store(bars_store, 7, max_iter=2, random_state=3, progress=False)
+    b = offline.fit_store(bars_store, 7, max_iter=1, phi=a.phi_, progress=False)
     assert b.history_[0]["objective"] > a.history_[0]["objective"]
     with pytest.raises(ValueError, match="phi is"):
-        offline.fit_store(bars_store, 5, phi=np.ones((3, 5)), progress=False)
+        offline.fit_store(bars_store, 7, phi=np.ones((3, 7)), progress=False)
     with pytest.raises(ValueError, match="improve_coherence.*corpus as a whole"):
-        offline.fit_store(bars_store, 5, regularizers=[(R.improve_coherence(), 1.0)], max_iter=1, progress=False)
+        offline.fit_store(bars_store, 7, regularizers=[(R.improve_coherence(), 1.0)], max_iter=1, progress=False)
     with pytest.raises(NumericalError):
-        offline.fit_store(bars_store, 5, regularizers=[(lambda p, t: -1e30 * (p * p).sum(), 1.0)], max_iter=2,
+        offline.fit_store(bars_store, 7, regularizers=[(lambda p, t: -1e30 * (p * p).sum(), 1.0)], max_iter=2,
                           progress=False)
 
 

@@ -1,62 +1,46 @@
 """Multi-process start-up (issue 40, item 6): a coordinator or peer that never comes is a one-line
 :class:`~topicjax.scale.distributed.StartupError` naming the address and the process after the
-timeout -- not five minutes of waiting and a C++ abort -- and processes that do come start."""
+timeout -- not five minutes of waiting and a C++ abort -- and processes that do come start.
+
+The processes are those of the suite's one two-process run (tests/two_process_run.py): each
+first tries a start-up that must fail (process 1 as a peer without its coordinator, process 0 as
+a coordinator without its 2 peers), then the two start together, the peer first."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
 import pytest
+from two_process_run import STARTUP_TIMEOUT, two_process_run
 
-from tests.child_env import quick_child_env
-from tests.multidevice import free_port
 from topicjax.scale import distributed
 
-CHILD = """
-import sys
-from topicjax.scale import distributed
-try:
-    distributed.initialize("127.0.0.1:{port}", num_processes={n}, process_id=int(sys.argv[1]), timeout={timeout})
-    import jax
-    print("started", jax.process_index(), jax.process_count())
-except distributed.StartupError as e:
-    print("StartupError:", e)
-"""
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = two_process_run(tmp_path_factory)
+    for pid in (0, 1):
+        assert run.rc[pid] == 0 and "Check failure" not in run.err[pid], (pid, run.err[pid][-3000:])
+    return run
 
 
-def run_children(ids, n, timeout, stagger=0.0):
-    port = free_port()
-    code = CHILD.format(port=port, n=n, timeout=timeout)
-    procs = []
-    for pid in ids:
-        procs.append(subprocess.Popen([sys.executable, "-c", code, str(pid)], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=quick_child_env()))
-        time.sleep(stagger)
-    outs = [p.communicate(timeout=120) for p in procs]
-    return port, [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
+def test_a_peer_without_its_coordinator_is_told_so_at_the_timeout(run):
+    first, after = run.out[1].splitlines()[:2]
+    assert first.startswith(f"StartupError: coordinator 127.0.0.1:{run.lone_peer} did not answer process 1 of 2 "
+                            f"within {STARTUP_TIMEOUT} s"), run.out[1]
+    assert after == "connecting", run.out[1]  # the error was one line, and the process went on
+    assert run.report[1]["failed_start_s"] < 60
 
 
-def test_a_peer_without_its_coordinator_is_told_so_at_the_timeout():
-    t0 = time.monotonic()
-    port, [(rc, out, err)] = run_children([1], 2, 2)
-    assert rc == 0 and "Check failure" not in err, err
-    assert out.strip().startswith(f"StartupError: coordinator 127.0.0.1:{port} did not answer process 1 of 2 within "
-                                  "2 s"), out
-    assert out.count("\n") == 1 and time.monotonic() - t0 < 60
+def test_a_coordinator_without_its_peers_names_the_missing_ones(run):
+    first, after = run.out[0].splitlines()[:2]
+    assert first.startswith(f"StartupError: coordinator 127.0.0.1:{run.lone_coordinator} (process 0 of 3): "
+                            f"process(es) 1, 2 did not connect within {STARTUP_TIMEOUT} s"), run.out[0]
+    assert after.startswith("started"), run.out[0]  # one line
 
 
-def test_a_coordinator_without_its_peers_names_the_missing_ones():
-    port, [(rc, out, err)] = run_children([0], 3, 2)
-    assert rc == 0 and "Check failure" not in err, err
-    assert out.strip().startswith(f"StartupError: coordinator 127.0.0.1:{port} (process 0 of 3): process(es) 1, 2 "
-                                  "did not connect within 2 s"), out
-
-
-def test_processes_that_come_start_whichever_comes_first():
-    _, results = run_children([1, 0], 2, 60, stagger=1.0)  # the peer first: it waits for the coordinator
-    assert [out.strip() for _, out, _ in results] == ["started 1 2", "started 0 2"], results
+def test_processes_that_come_start_whichever_comes_first(run):
+    # process 1 (the peer) said "connecting" before process 0 (its coordinator) was even started
+    assert [out.splitlines()[1 + (pid == 1)] for pid, out in enumerate(run.out)] == ["started 0 2", "started 1 2"], \
+        run.out
 
 
 @pytest.mark.parametrize("kwargs, says", [

@@ -289,28 +289,43 @@ def test_document_without_tokens_is_named():
         TTMM(2, n_themes=2, progress=False).fit(counts)
 
 
-def _nan_at(step):
-    """An optax transformation whose ``step``-th update (1-based) is NaN (plain SGD otherwise)."""
+class _ScriptedSGD:
+    """Plain SGD, ``x <- x - lr g``, whose ``lr`` and first NaN step (1-based; 0: none) are set
+    on the object before a fit: ``init`` (called eagerly when a fit starts) puts them in the
+    optimiser state, so one transformation -- one compiled SGD epoch -- serves every case below
+    (an ``optax.sgd(lr)`` per learning rate would compile an epoch each)."""
 
-    def init(params):
-        return jnp.zeros((), jnp.int32)
+    def __init__(self):
+        self.lr, self.nan_step = 0.05, 0
+        self.transform = optax.GradientTransformation(self._init, self._update)
 
-    def update(updates, state, params=None):
-        scale = jnp.where(state == step - 1, jnp.nan, 0.05)
-        return jax.tree.map(lambda g: -scale * g, updates), state + 1
+    def set(self, lr: float, nan_step: int = 0):
+        self.lr, self.nan_step = lr, nan_step
+        return self.transform
 
-    return optax.GradientTransformation(init, update)
+    def _init(self, params):
+        return jnp.zeros((), jnp.int32), jnp.int32(self.nan_step), jnp.float32(self.lr)  # 1e39 -> inf
+
+    @staticmethod
+    def _update(updates, state, params=None):
+        count, nan_step, lr = state
+        scale = jnp.where(count == nan_step - 1, jnp.nan, lr)
+        return jax.tree.map(lambda g: -scale * g, updates), (count + 1, nan_step, lr)
+
+
+_SGD = _ScriptedSGD()
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 def test_non_finite_optimizer_stops_naming_the_step(shared):
     corpus, _ = shared  # 150 documents, batches of 32: 5 minibatches per epoch
-    model = TTMM(4, n_themes=3, solver="sgd", optimizer=_nan_at(7), batch_size=32, max_iter=3, progress=False)
+    model = TTMM(4, n_themes=3, solver="sgd", optimizer=_SGD.set(0.05, nan_step=7), batch_size=32, max_iter=3,
+                 progress=False)
     with pytest.raises(NumericalError, match=r"non-finite parameters at step 7 \(epoch 2, minibatch 2 of 5\)"):
         model.fit(corpus)
     assert not hasattr(model, "beta_")  # no NaN results are left behind
     # a learning rate that overflows float32 at the first update
-    huge = TTMM(4, n_themes=3, solver="sgd", optimizer=optax.sgd(1e39), batch_size=32, max_iter=3, progress=False)
+    huge = TTMM(4, n_themes=3, solver="sgd", optimizer=_SGD.set(1e39), batch_size=32, max_iter=3, progress=False)
     with pytest.raises(NumericalError, match=r"at step 1 \(epoch 1, minibatch 1 of 5\); lower the learning rate"):
         huge.fit(corpus)
 
@@ -319,7 +334,8 @@ def test_diverging_sgd_warns(shared):
     # huge but finite steps saturate the softmax: parameters stay finite, the fit gets worse
     corpus, _ = shared
     with pytest.warns(RuntimeWarning, match="log-likelihood decreased"):
-        TTMM(4, n_themes=3, solver="sgd", optimizer=optax.sgd(1e38), batch_size=32, max_iter=2, progress=False).fit(corpus)
+        TTMM(4, n_themes=3, solver="sgd", optimizer=_SGD.set(1e38), batch_size=32, max_iter=2,
+             progress=False).fit(corpus)
 
 
 # ------------------------------------------------------------------ experiment smoke run

@@ -55,6 +55,17 @@ def both(table_w, table_d, data):
     return sweeps.sparse_sums(table_w, data, D, by_doc=True), sweeps.sparse_sums(table_d, data, W, by_doc=False)
 
 
+@jax.jit
+def xla_four(table_w, table_d, data):
+    """The pure-JAX products, with the layout's doc array and without it (theme_layout's layout:
+    each slot's document from its piece's), in one program (called eagerly, each scan and its
+    surroundings would compile apart)."""
+    D, W = table_d.shape[0], table_w.shape[0]
+    nodoc = data._replace(doc=None)
+    return (sweeps.xla_sums(table_w, data, D, by_doc=True), sweeps.xla_sums(table_d, data, W, by_doc=False),
+            sweeps.xla_sums(table_w, nodoc, D, by_doc=True), sweeps.xla_sums(table_d, nodoc, W, by_doc=False))
+
+
 @needs_kernel
 @pytest.mark.parametrize("X", [1, 3, 10, 33])
 def test_sparse_sums_equal_float64_products_and_xla(X):
@@ -74,16 +85,12 @@ def test_sparse_sums_equal_float64_products_and_xla(X):
     np.testing.assert_allclose(by_doc, want_doc, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(by_word, want_word, rtol=1e-5, atol=1e-4)
     assert not by_doc[4].any()
-    xd = sweeps.xla_sums(jnp.asarray(table_w), data, D, by_doc=True)
-    xw = sweeps.xla_sums(jnp.asarray(table_d), data, W, by_doc=False)
-    np.testing.assert_allclose(by_doc, np.asarray(xd), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(by_word, np.asarray(xw), rtol=1e-5, atol=1e-4)
+    xd, xw, nodoc_d, nodoc_w = [np.asarray(x) for x in xla_four(jnp.asarray(table_w), jnp.asarray(table_d), data)]
+    np.testing.assert_allclose(by_doc, xd, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(by_word, xw, rtol=1e-5, atol=1e-4)
     # without the doc array (theme_layout's layout): each slot's document from its piece's
-    nodoc = data._replace(doc=None)
-    np.testing.assert_allclose(np.asarray(sweeps.xla_sums(jnp.asarray(table_w), nodoc, D, by_doc=True)), want_doc,
-                               rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(sweeps.xla_sums(jnp.asarray(table_d), nodoc, W, by_doc=False)), want_word,
-                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(nodoc_d, want_doc, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(nodoc_w, want_word, rtol=1e-5, atol=1e-4)
 
 
 @needs_kernel

@@ -85,6 +85,25 @@ def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg, first=False):
     return jax.tree.map(lambda a: a[0], states) if first else states
 
 
+@jit
+def _merge_batches(parts, inv):
+    """The states of several :func:`_init_batch` calls concatenated and put in the order ``inv``:
+    one compiled program (eager, each array's concatenation and gather compiled apart)."""
+    return jax.tree.map(lambda *a: jnp.concatenate(a)[inv], *parts)
+
+
+@jit
+def _first_model(*arrays):
+    """The first model's slice of each stacked array (one compiled program for all of them)."""
+    return tuple(a[0] for a in arrays)
+
+
+@jit
+def _stack_trees(trees):
+    """Pytrees of one structure stacked leaf by leaf (a new leading axis), in one compiled program."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
 class ARTM(PartialFitMixin, TopicModelBase):
     """Additively regularized topic model (ARTM, Theorem 2-3) with a scikit-learn interface.
 
@@ -306,11 +325,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
             idx = [g for g, t in enumerate(tops) if t == T]
             parts.append(_init_batch(as_keys([seeds[g] for g in idx], "seeds"), reg, aux, W, D, T, T_max, n_seg))
             order += idx
-        states = parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *parts)
-        if len(parts) > 1:
-            inv = jnp.asarray(np.argsort(order))
-            states = jax.tree.map(lambda a: a[inv], states)
-        return states
+        if len(parts) == 1:
+            return parts[0]
+        return _merge_batches(parts, np.argsort(order).astype(np.int32))
 
     def _init_state(self, st, reg, aux, seed, T, n_docs=None):
         """The initial state of a single fit with ``seed`` and ``T`` topics: the state
@@ -641,9 +658,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
                              "use tau(iteration) schedules")
         n_iter = int(self.max_iter)
         tables, grid_rows = self._coefficient_tables(reg, taus, G, n_iter)
-        reg_b = jax.tree.map(lambda *xs: jnp.stack(xs), *[reg.with_coefs([Table(v) for v in tab]) for tab in tables])
+        reg_b = _stack_trees([reg.with_coefs([Table(v) for v in tab]) for tab in tables])
         states = self._init_states(st, reg, aux, seeds, tops, T_max)
-        reg.check(states.phi[0], states.theta[0])
+        reg.check(*_first_model(states.phi, states.theta))
         device, on_record, host = self._trackers()
         static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words)
         finals, recs, n_done, status = driver.run_many(
@@ -744,9 +761,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
         reg = Regularizer(terms).cast(jnp.float32)
         src, _ = setup.weighted_entries(corpus, st.weights, st.row_mod[: corpus.n_words])
         data = setup.device_data(src, self.chunk)
-        alive = jnp.asarray(self.topic_alive_, jnp.float32)
+        alive_host = np.asarray(self.topic_alive_, np.float32)
+        alive = jnp.asarray(alive_host)
         phi = jnp.asarray(np.vstack([self.phi_] + ([self.psi_] if self.psi_ is not None else [])), jnp.float32)
-        theta0 = jnp.broadcast_to((alive / alive.sum())[:, None], (T, corpus.n_docs))
+        # on the host: computed eagerly on the device, each operation compiled a program of its own
+        theta0 = np.broadcast_to((alive_host / alive_host.sum())[:, None], (T, corpus.n_docs))
         kept = []
         for t in reg.terms:
             try:  # a custom function written for the training shapes may not apply to new documents

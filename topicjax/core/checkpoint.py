@@ -190,8 +190,12 @@ def _restore_like(template, prefix: str, arrays: dict, treedef: str, keys: list,
         if isinstance(t, jax.Array):
             if getattr(t, "weak_type", False) and a.ndim == 0:
                 out.append(jnp.asarray(a.item()))  # keep the weak type, so nothing recompiles
-            else:
+            elif t.committed:  # a sharded fit's state: where the template lies
                 out.append(jax.device_put(a, t.sharding))
+            else:
+                # uncommitted like the fresh fit's state: a committed input is another program (its
+                # sharding is part of it), which the resumed fit compiled again
+                out.append(jax.device_put(a))
         elif isinstance(t, np.ndarray):
             out.append(a)
         else:

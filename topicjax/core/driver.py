@@ -504,6 +504,17 @@ def _many_impl(algo, static, max_iter, mode, vmap_size, batched, n_dev, states, 
 _many_jit = jit(_many_impl, static_argnames=("algo", "static", "max_iter", "mode", "vmap_size", "batched", "n_dev"))
 
 
+def _tree_rows_impl(tree, start, size):
+    return jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, start, size), tree)
+
+
+#: rows ``start:start + size`` of every array of a pytree in one compiled program (a thread's
+#: models under ``"threads"``; sliced eagerly, every array's slice compiled a program of its own)
+_tree_rows = jit(_tree_rows_impl, static_argnames=("size",))
+#: pytrees of one structure concatenated leaf by leaf, in one compiled program
+_tree_concat = jit(lambda trees: jax.tree.map(lambda *xs: jnp.concatenate(xs), *trees))
+
+
 @numerics.full_precision
 def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, max_iter: int, tol: float = 0.0,
              mode: str | None = None, vmap_size: int | None = None, workers: int | None = None):
@@ -532,15 +543,14 @@ def run_many(algo: Algorithm, static, states, args: tuple, *, batched: tuple, ma
         bounds = np.linspace(0, G, workers + 1).astype(int)
 
         def chunk(k):
-            sl = slice(bounds[k], bounds[k + 1])
-            take = lambda a: a[sl]  # noqa: E731
-            s_k = jax.tree.map(take, states)
-            a_k = tuple(jax.tree.map(take, a) if b else a for a, b in zip(args, batched))
+            s_k, a_k = _tree_rows((states, tuple(a if b else None for a, b in zip(args, batched))),
+                                  int(bounds[k]), int(bounds[k + 1] - bounds[k]))
+            a_k = tuple(x if b else a for x, a, b in zip(a_k, args, batched))
             return _many_jit(algo, static, max_iter, "sequential", 1, batched, 1, s_k, a_k, tol)
 
         with ThreadPoolExecutor(workers) as pool:
             parts = list(pool.map(chunk, range(workers)))
-        return _restore_failed(algo, static, jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts), args, batched)
+        return _restore_failed(algo, static, _tree_concat(parts), args, batched)
     n_dev = 1
     if mode == "devices":
         n_dev = len(jax.local_devices())

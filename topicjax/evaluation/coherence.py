@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .window_counts import COUNTINGS, window_counts
+from .window_counts import COUNTINGS, _padded_counts
 from topicjax.core.compiled import jit
 
 __all__ = ["reference_coherence", "topic_word_ids", "MEASURES", "DEFAULT_WINDOWS", "EPSILON"]
@@ -196,6 +196,11 @@ def _scores(n, occ, co, top, eps, *, measure: str, gamma: float):
     return jnp.mean(dots / norms, axis=1)
 
 
+def _bucket_rows(n: int) -> int:
+    """``n`` topics rounded up to a power of two (at least 8)."""
+    return max(8, 1 << int(np.ceil(np.log2(max(n, 1)))))
+
+
 def _chunks(ids: np.ndarray, max_union: int):
     """Consecutive ranges of topics whose union of words has at most ``max_union`` words."""
     start, seen = 0, set()
@@ -302,8 +307,8 @@ def reference_coherence(
                 continue
             sub = ids[rows]
             union = np.unique(sub[sub >= 0])
-            counts = window_counts(reference, union, window=w, counting=counting)
-            occ = np.asarray(counts.occurrences)
+            _, n_windows, occ_dev, co_dev = _padded_counts(reference, union, window=w, counting=counting)
+            occ = np.asarray(occ_dev)
             local = np.searchsorted(union, np.where(sub >= 0, sub, union[0] if union.size else 0))
             absent = (sub < 0) | (occ[local] == 0) if union.size else np.ones_like(sub, bool)
             if absent.any() and missing == "error":
@@ -313,11 +318,13 @@ def reference_coherence(
                 raise ValueError(f"topic {int(rows[t])}: top word {j} {word!r} {where} in the reference "
                                  f"({int(absent.any(1).sum())} topics have such words); use missing='nan' to "
                                  "score them NaN")
+            # the topics padded to a power of two with copies of the first (their scores dropped):
+            # the compiled programs then depend on the padded sizes only, not on each call's
+            top = np.concatenate([local, np.repeat(local[:1], _bucket_rows(len(rows)) - len(rows), axis=0)])
             with jax.enable_x64(True):
                 for m in ms:
-                    vals = np.asarray(_scores(jnp.asarray(counts.n_windows, jnp.int64), counts.occurrences,
-                                              counts.cooccurrences, jnp.asarray(local), jnp.float64(eps),
-                                              measure=m, gamma=float(gamma)))
+                    vals = np.asarray(_scores(jnp.asarray(n_windows, jnp.int64), occ_dev, co_dev, jnp.asarray(top),
+                                              jnp.float64(eps), measure=m, gamma=float(gamma)))[:len(rows)]
                     out[m][rows] = np.where(absent.any(1), np.nan, vals)
 
     def shaped(v: np.ndarray):

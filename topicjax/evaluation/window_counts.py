@@ -151,6 +151,16 @@ def window_counts(reference, word_ids, *, window: int | None, counting: str = "g
     document windows (``window=None``) only, a :class:`~topicjax.data.corpus.Corpus`.  ``word_ids`` are
     distinct ids in the reference vocabulary.  See the module docstring for the definitions.
     """
+    word_ids, n_windows, occ, co = _padded_counts(reference, word_ids, window=window, counting=counting)
+    U = word_ids.size
+    return WindowCounts(word_ids, n_windows, occ[:U], co[:U, :U])
+
+
+def _padded_counts(reference, word_ids, *, window: int | None, counting: str = "gensim"):
+    """:func:`window_counts` as ``(word_ids, n_windows, occurrences, cooccurrences)`` with the two
+    arrays left at their padded size (a multiple of 128 words, zeros beyond ``word_ids``): the
+    shapes of a few compiled programs, whatever the number of words (slicing them on the device
+    would compile a program per number of words)."""
     if counting not in COUNTINGS:
         raise ValueError(f"counting must be one of {COUNTINGS}, got {counting!r}")
     if window is not None and (int(window) != window or window < 1):
@@ -182,4 +192,4 @@ def window_counts(reference, word_ids, *, window: int | None, counting: str = "g
         jnp.asarray(fill(u, n_union)), jnp.asarray(fill(doc, -1)), jnp.asarray(fill(a, 0)),
         jnp.asarray(fill(b, -1)), jnp.int32(n_shifts), n_occ=R, n_union=n_union,
     )
-    return WindowCounts(word_ids, int(n_windows), occ[:U], co[:U, :U])
+    return word_ids, int(n_windows), occ, co

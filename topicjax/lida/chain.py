@@ -180,9 +180,10 @@ def to_host(chain: State) -> dict:
 def from_host(host: dict, chain: State, static: Static) -> State:
     """The chain of a checkpoint (:func:`to_host`), its configuration ``chain.cfg`` (the initial
     one) completed with the saved sizes."""
-    state = SamplerState(**{f: jnp.asarray(host["state"][f]) for f in SamplerState._fields})
+    put = jax.device_put  # transfers: jnp.asarray compiles a program per shape
+    state = SamplerState(**{f: put(host["state"][f]) for f in SamplerState._fields})
     cfg = replace(chain.cfg, n_topics=int(host["n_topics"]), n_rows=int(host["n_rows"]))
-    avg = None if host["avg"] is None else Averages(**{f: jnp.asarray(host["avg"][f]) for f in Averages._fields})
+    avg = None if host["avg"] is None else Averages(**{f: put(host["avg"][f]) for f in Averages._fields})
     return State(state, cfg, avg, {h: list(v) for h, v in host["trace"].items()})
 
 

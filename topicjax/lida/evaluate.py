@@ -12,6 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 from topicjax.core.numerics import compensated_sum
 
@@ -174,7 +175,8 @@ def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool
     if not focused or T == 1:
         return np.full(T, 1.0 / T)
     p = np.clip((c - sigma) / (n_docs + delta), 1e-300, 1.0)
-    x, w = np.polynomial.legendre.leggauss(max(1, -(-T // 2)))
+    # scipy's nodes: O(T) (numpy's leggauss solves an eigenproblem, 3 s at T = 3000), as accurate
+    x, w = scipy.special.roots_legendre(max(1, -(-T // 2)))
     t, w = (x + 1) / 2, w / 2  # nodes and weights on [0, 1]
     log_f = np.log1p(p[:, None] * (t[None, :] - 1))  # (T, nodes): ln(1 − p_j + p_j t)
     total = log_f.sum(0)

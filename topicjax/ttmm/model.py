@@ -230,7 +230,7 @@ class TTMM(TopicModelBase):
                 f"TTMM SGD: the log-likelihood decreased from {lls[0]:.6g} to {lls[-1]:.6g}; "
                 "the learning rate is probably too large", RuntimeWarning, stacklevel=3,
             )
-        return sgd.params_from_logits(state.logits), lls, records
+        return sgd.params_of_logits(state.logits), lls, records
 
     def fit_many(self, X, y=None, *, seeds=None, n_topics=None, params=None, mode=None, vmap_size=None,
                  workers=None) -> list:

@@ -73,12 +73,24 @@ def batch_loss(logits: TTMMParams, batch: Batch) -> Float[Array, ""]:
     return -jnp.sum(ll * batch.mask) / jnp.maximum(batch.count.sum(), 1.0)
 
 
+@compiled.jit(static_argnums=1)
+def _start(params: TTMMParams, n_docs: int):
+    """The logits of ``params`` and the counters of a new state, in one program (eagerly, each
+    log and each constant compiled a program of its own at every fit)."""
+    return (logits_from_params(params), jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32),
+            jnp.zeros((n_docs,), params.pi.dtype))
+
+
+#: :func:`params_from_logits` compiled (a fit's last step: eagerly, its softmaxes compiled ten
+#: small programs at every fit)
+params_of_logits = compiled.jit(params_from_logits)
+
+
 def sgd_init(params: TTMMParams, optimizer, n_docs: int) -> SGDState:
-    """SGD state starting from probabilities ``params`` (logits = their logs)."""
-    logits = logits_from_params(params)
-    dtype = params.pi.dtype
-    return SGDState(logits, optimizer.init(logits), jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32),
-                    jnp.zeros((n_docs,), dtype))
+    """SGD state starting from probabilities ``params`` (logits = their logs).  ``optimizer.init``
+    runs eagerly (outside any compiled program)."""
+    logits, step, bad, doc_loglik = _start(params, int(n_docs))
+    return SGDState(logits, optimizer.init(logits), step, bad, doc_loglik)
 
 
 def sgd_update(state: SGDState, batch: Batch, optimizer):

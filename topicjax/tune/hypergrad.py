@@ -45,6 +45,10 @@ whatever ``TOPICJAX_ESTEP`` selects (:mod:`topicjax.tune.backend`).
 >>> value, parts, grad, state = unrolled(problem, objective, targets, jnp.log(jnp.array([0.1])))
 >>> grad.shape
 (1,)
+
+Every entry point here traces its fit at full float32 matrix precision
+(:func:`topicjax.core.numerics.full_precision`), as :func:`~topicjax.tune.tune` and ``ARTM.fit``
+do: the same numbers on a GPU, and one compiled program for a direct call and the tuner's.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from topicjax.artm import algorithm as em
 from topicjax.tune.backend import engine
 from topicjax.tune.objectives import Objective
 from topicjax.tune.problem import Problem, fit_at, set_coefs
+from topicjax.core import numerics
 from topicjax.core.compiled import jit
 
 __all__ = ["unrolled", "implicit", "forward", "forward_many", "fit_state", "fixed_point_map", "SOLVERS"]
@@ -85,6 +90,7 @@ def _unrolled_impl(problem, objective, targets, u):
 _unrolled_jit = jit(_unrolled_impl, static_argnames=("targets",))
 
 
+@numerics.full_precision
 def unrolled(problem: Problem, objective: Objective, targets, u):
     """``(value, parts, df/du, final state)`` by reverse mode through the unrolled fit."""
     return _unrolled_jit(problem, objective, _keys(targets), jnp.asarray(u, problem.state.phi.dtype))
@@ -99,6 +105,7 @@ def _forward_impl(problem, objective, targets, u):
 _forward_jit = jit(_forward_impl, static_argnames=("targets",))
 
 
+@numerics.full_precision
 def forward(problem: Problem, objective: Objective, targets, u):
     """``(value, parts, final state)``: the fit and its objective, without derivatives."""
     return _forward_jit(problem, objective, _keys(targets), jnp.asarray(u, problem.state.phi.dtype))
@@ -116,6 +123,7 @@ def _forward_many_impl(problem, objective, targets, us):
 _forward_many_jit = jit(_forward_many_impl, static_argnames=("targets",))
 
 
+@numerics.full_precision
 def forward_many(problem: Problem, objective: Objective, targets, us):
     """``(values, ok)`` of the fits at the rows of ``us`` (P, n targets), in one compiled call
     without derivatives: the fits run side by side as one batch of models through the engine's
@@ -185,6 +193,7 @@ def _implicit_impl(problem, objective, targets, u, state, solver, tol, maxiter, 
 _implicit_jit = jit(_implicit_impl, static_argnames=("targets", "solver", "maxiter", "restart"))
 
 
+@numerics.full_precision
 def implicit(problem: Problem, objective: Objective, targets, u, state=None, *, solver: str = "gmres",
              tol: float = 1e-6, maxiter: int = 200, restart: int = 30):
     """``(value, parts, df/du, info)`` by implicit differentiation at the end of the fit.
@@ -210,6 +219,7 @@ def implicit(problem: Problem, objective: Objective, targets, u, state=None, *, 
 _fit_jit = jit(fit_at, static_argnames=("targets",))
 
 
+@numerics.full_precision
 def fit_state(problem: Problem, targets, u):
     """The fitted state (compiled :func:`~topicjax.tune.problem.fit_at`, no derivatives)."""
     return _fit_jit(problem, _keys(targets), jnp.asarray(u, problem.state.phi.dtype))

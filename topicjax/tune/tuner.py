@@ -41,6 +41,7 @@ import numpy as np
 
 from topicjax.artm import algorithm as em
 from topicjax.core import numerics
+from topicjax.core.compiled import jit
 from topicjax.core.errors import NumericalError
 from topicjax.tune import hypergrad
 from topicjax.tune.objectives import as_objective
@@ -49,6 +50,9 @@ from topicjax.tune.problem import Problem, initial_values, targets_from
 __all__ = ["tune", "TuneResult", "with_values", "default_optimizer", "METHODS"]
 
 METHODS = ("unrolled", "implicit")
+
+#: the fit's health check as one compiled program (eagerly, each of its reductions compiled one)
+_health = jit(em.health, static_argnames=("update_phi",))
 
 
 class TuneResult(NamedTuple):
@@ -180,7 +184,7 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
                 value, parts, grad, info = hypergrad.implicit(problem, objective, targets, u, state, **opts)
             value, grad = float(value), np.asarray(grad, np.float64)
             values = _values(targets, u)
-            if not bool(em.health(state, problem.cfg.update_phi)[1]):
+            if not bool(_health(state, update_phi=problem.cfg.update_phi)[1]):
                 raise NumericalError(f"tune: step {step}: the fit at coefficients {values} removes every topic or every "
                                      "document (ARTM Notes 1-2); narrow the bounds", iteration=step, reason="collapse")
             if not (np.isfinite(value) and np.all(np.isfinite(grad))):
