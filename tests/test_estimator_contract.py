@@ -3,56 +3,37 @@ same messages, the same fitted attributes and shapes, one history schema, save/l
 equal to separate fits, ``random_state`` as an int, ``None`` or a key.
 
 The families are those of the registry (``topicjax/_families.py``): a family added there is
-checked here with no change to this file (its fits then use :data:`DEFAULT`).
+checked here with no change to this file (its fits then use ``tests/fitted_models.py``'s DEFAULT).
 """
-
-import importlib
 
 import jax
 import numpy as np
 import pytest
 
 import topicjax as tj
-from topicjax import _families
-from topicjax import regularizers
 
-#: what every fit here sets: 5 topics (positional), few iterations, no progress bar
-DEFAULT = {"max_iter": 8, "progress": False}
-#: per estimator class, what keeps its fits small or makes them exercise the family (ARTM with a
-#: regularizer, not PLSA again); a class not listed fits with DEFAULT alone
-SMALL = {
-    "ARTM": lambda: {"regularizers": [(regularizers.decorrelate(), 1.0)]},
-    "PTM": lambda: {"max_iter": 4},
-    "TTMM": lambda: {"n_themes": 3},
-    "LIDA": lambda: {"variant": "lda", "max_iter": 6},
-}
+import fitted_models as fm
+
+#: every estimator class of the registry (``topicjax/_families.py``), fitted with the settings
+#: shared by the estimator-wide tests (tests/fitted_models.py: a class not listed there fits with
+#: its DEFAULT alone)
+def maker(name: str):
+    """A function making a small estimator of class ``name``, keywords overriding."""
+    return lambda **kw: fm.make(name, **kw)
 
 
-def maker(package: str, cls: str):
-    """A function making a small estimator of class ``cls`` of ``package``, keywords overriding."""
-    def make(**kw):
-        est = getattr(importlib.import_module(package), cls)
-        return est(5, **{**DEFAULT, **SMALL.get(cls, dict)(), **kw})
-    return make
-
-
-def registered() -> dict:
-    """``{class name: maker}`` of every estimator class of the registry as it is now."""
-    return {m.cls: maker(f.package, m.cls) for f in _families.FAMILIES for m in f.models}
-
-
-FAMILIES = registered()
+FAMILIES = {name: maker(name) for name in fm.classes()}
 NAMES = list(FAMILIES)
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=60, doc_length=30, seed=1)[0]
+    return fm.corpus()
 
 
 @pytest.fixture(scope="module")
 def fitted(corpus):
-    return {name: make(random_state=0).fit(corpus) for name, make in FAMILIES.items()}
+    return {name: fm.fitted(name) for name in FAMILIES}
 
 
 BAD = [
@@ -81,7 +62,7 @@ def test_parameters_are_validated_the_same_way(corpus, name, param, value, messa
 @pytest.mark.parametrize("name", NAMES)
 def test_fitted_attributes(corpus, fitted, name):
     m = fitted[name]
-    T, W, D = 5, corpus.n_words, corpus.n_docs
+    T, W, D = fm.T, corpus.n_words, corpus.n_docs
     assert m.phi_.shape == (W, T) and m.components_.shape == (T, W) and m.theta_.shape == (T, D)
     np.testing.assert_allclose(m.components_, np.asarray(m.phi_).T)
     np.testing.assert_allclose(m.components_.sum(1), 1, rtol=1e-5)

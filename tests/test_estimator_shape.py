@@ -16,12 +16,14 @@ from topicjax.core import checkpoint as ck
 from topicjax.core import driver
 from topicjax.estimator import FitManyFallbackWarning, TopicModelBase
 
+import fitted_models as fm
+
 CLASSES = {"PLSA": tj.PLSA, "ARTM": tj.ARTM, "PTM": tj.PTM, "TTMM": tj.TTMM, "LIDA": tj.LIDA}
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=24, size=3, doc_length=15, seed=2)[0]
+    return fm.corpus()  # the fits below compile the programs of the estimator-wide tests (tests/fitted_models.py)
 
 
 # ----------------------------------------------------------------------------- constructors
@@ -82,16 +84,16 @@ def test_one_fit_many_signature(name):
     assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY and params[p].default is None for p in EXTRAS[name])
 
 
-FALLBACKS = {  # a family's fit_many that has no compiled batch for these settings
-    "LIDA": (lambda: tj.LIDA(4, variant="lda", max_iter=2, eval_every=0, progress=False), dict(seeds=[0, 1]),
+FALLBACKS = {  # a family's fit_many that has no compiled batch for these settings (tests/fitted_models.py's)
+    "LIDA": (lambda: fm.make("LIDA", max_iter=2, eval_every=0), dict(seeds=[0, 1]),
              "LIDA's chains change their shapes between sweeps"),
-    "TTMM-SGD": (lambda: tj.TTMM(3, n_themes=2, solver="sgd", batch_size=8, max_iter=2, progress=False),
+    "TTMM-SGD": (lambda: fm.make("TTMM", solver="sgd", batch_size=8, max_iter=2),
                  dict(seeds=[0, 1]), "TTMM's SGD epochs draw their minibatches on the host"),
-    "TTMM-n_topics": (lambda: tj.TTMM(3, n_themes=2, max_iter=2, progress=False), dict(n_topics=[2, 3]),
+    "TTMM-n_topics": (lambda: fm.make("TTMM", max_iter=2), dict(n_topics=[fm.T - 1, fm.T]),
                       "TTMM's compiled batch varies seeds only"),
-    "PTM-params": (lambda: tj.PTM(3, max_iter=2, progress=False), dict(params={"bic": ["2014", "2020"]}),
+    "PTM-params": (lambda: fm.make("PTM", max_iter=2), dict(params={"bic": ["2014", "2020"]}),
                    "PTM's compiled batch runs restarts"),
-    "ARTM-params": (lambda: tj.ARTM(3, max_iter=2, scores=(), progress=False), dict(params={"max_iter": [1, 2]}),
+    "ARTM-params": (lambda: fm.make("ARTM", max_iter=2), dict(params={"max_iter": [1, 2]}),
                     "ARTM's compiled batch varies taus, seeds and n_topics only"),
 }
 
@@ -113,7 +115,7 @@ def test_a_batch_mode_that_falls_back_warns(corpus, case, mode):
 def test_a_compiled_batch_does_not_warn(corpus):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FitManyFallbackWarning)
-        models = tj.TTMM(3, n_themes=2, max_iter=2, progress=False).fit_many(corpus, seeds=[0, 1], mode="vmap")
+        models = fm.make("TTMM", max_iter=2).fit_many(corpus, seeds=[0, 1], mode="vmap")
     assert len(models) == 2
 
 
@@ -156,8 +158,8 @@ def test_one_name_per_concept():
 
 
 def test_ptm_theta_is_its_topic_proportions(corpus):
-    m = tj.PTM(3, max_iter=3, progress=False).fit(corpus)
-    assert m.theta_.shape == (3, corpus.n_docs) and not hasattr(m, "alpha_")
+    m = fm.fitted("PTM")
+    assert m.theta_.shape == (fm.T, corpus.n_docs) and not hasattr(m, "alpha_")
     np.testing.assert_allclose(m.theta_.sum(0), 1.0, atol=1e-5)
     assert np.all(m.theta_[~m.v_] == 0)
 
@@ -245,5 +247,5 @@ def test_lida_runs_on_the_host_driver(corpus, monkeypatch):
         return real(step, state, **kw)
 
     monkeypatch.setattr(driver, "run_host", spy)
-    model = tj.LIDA(4, variant="lda", max_iter=3, eval_every=0, progress=False).fit(corpus)
+    model = fm.make("LIDA", max_iter=3, eval_every=0).fit(corpus)
     assert seen == ["LIDA[lda]"] and [h["iteration"] for h in model.history_] == [1, 2, 3]

@@ -15,16 +15,15 @@ import warnings
 import numpy as np
 import pytest
 
-import topicjax as tj
 from topicjax.scale import distributed, offline, online
 from topicjax.scale import store as store_mod
 
-KW = {"max_iter": 3, "progress": False}
+import fitted_models as fm
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=40, doc_length=30, seed=0)[0]
+    return fm.corpus()
 
 
 def signature(model) -> dict:
@@ -59,32 +58,31 @@ ONLINE = {"theta_": lambda d: d is None, "doc_alive_": lambda d: d is None,
           "online_state_": lambda d: d == "OnlineState"}
 
 
-@pytest.mark.parametrize("cls,kw", [(tj.PLSA, {}), (tj.ARTM, {"scores": ()})], ids=["PLSA", "ARTM"])
-def test_artm_fitted_attributes_are_one_set_whatever_the_fit(corpus, cls, kw):
+@pytest.mark.parametrize("name", ["PLSA", "ARTM"])
+def test_artm_fitted_attributes_are_one_set_whatever_the_fit(corpus, name):
+    """The shared models' settings (tests/fitted_models.py: ARTM with its regularizers) in every fit path."""
+    settings = {**fm.DEFAULT, **fm.SETTINGS.get(name, dict)()}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # empty topics of 3 iterations are not the point here
-        fit = signature(cls(5, **KW, **kw).fit(corpus))
-        assert fit["online_state_"] is None and fit["theta_"] == ("array", "<f4", (5, corpus.n_docs))
-        many = cls(5, **KW, **kw).fit_many(corpus, seeds=[3, 4])
+        warnings.simplefilter("ignore")  # empty topics of a short fit are not the point here
+        fit = signature(fm.fitted(name))
+        assert fit["online_state_"] is None and fit["theta_"] == ("array", "<f4", (fm.T, corpus.n_docs))
+        many = fm.make(name).fit_many(corpus, seeds=[3, 4])
         assert_same(fit, signature(many[1]), {}, "fit_many")
         assert many[1].seed_ == 4
-        assert_same(fit, signature(cls(5, **KW, **kw).partial_fit(corpus)), ONLINE, "partial_fit")
+        assert_same(fit, signature(fm.make(name).partial_fit(corpus)), ONLINE, "partial_fit")
         folder = tempfile.mkdtemp()
         st = store_mod.write_store([corpus], folder, batch_size=20)
-        fitted_online = online.fit_online(st, 5, progress=False)
+        fitted_online = online.fit_online(st, fm.T, progress=False)
         assert_same(fit, signature(fitted_online), ONLINE, "fit_online")
         assert fitted_online.seed_ == 0 and fitted_online.n_batch_iter_ == st.n_batches
-        assert_same(fit, signature(offline.fit_store(st, 5, max_iter=2, progress=False)), {}, "fit_store")
-        assert_same(fit, signature(distributed.fit(corpus, n_components=5, **KW, **kw)), {}, "distributed.fit")
+        assert_same(fit, signature(offline.fit_store(st, fm.T, max_iter=2, progress=False)), {}, "fit_store")
+        assert_same(fit, signature(distributed.fit(corpus, n_components=fm.T, **settings)), {}, "distributed.fit")
 
 
-@pytest.mark.parametrize("cls,kw", [(tj.TTMM, {"n_themes": 2}), (tj.PTM, {}),
-                                    (tj.LIDA, {"variant": "lda", "eval_every": 0})],
-                         ids=["TTMM", "PTM", "LIDA"])
-def test_fit_many_models_have_the_attributes_of_a_fit(corpus, cls, kw):
-    est = cls(3, **KW, **kw)
-    fit = signature(est.fit(corpus))
-    many = est.fit_many(corpus, seeds=[5, 6])
-    allowed = {"last_state_": lambda d: d is None} if cls is tj.PTM else {}
-    assert_same(fit, signature(many[0]), allowed, f"{cls.__name__}.fit_many")
+@pytest.mark.parametrize("name", ["TTMM", "PTM", "LIDA"])
+def test_fit_many_models_have_the_attributes_of_a_fit(corpus, name):
+    fit = signature(fm.fitted(name))
+    many = fm.make(name).fit_many(corpus, seeds=[5, 6])
+    allowed = {"last_state_": lambda d: d is None} if name == "PTM" else {}
+    assert_same(fit, signature(many[0]), allowed, f"{name}.fit_many")
     assert [m.seed_ for m in many] == [5, 6]

@@ -17,6 +17,8 @@ from topicjax.estimator import _COMMON
 from topicjax.ptm import select_order
 from topicjax.scale import online
 
+import fitted_models as fm
+
 ESTIMATORS = {
     "PLSA": lambda **kw: tj.PLSA(**{"n_components": 3, "max_iter": 3, "progress": False, **kw}),
     "ARTM": lambda **kw: tj.ARTM(**{"n_components": 3, "max_iter": 3, "progress": False, **kw}),
@@ -110,7 +112,7 @@ BAD = [
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=24, doc_length=20, seed=2)[0]
+    return fm.corpus()  # shared with the estimator-wide tests (tests/fitted_models.py)
 
 
 @pytest.mark.parametrize("family", list(ESTIMATORS))
@@ -199,9 +201,10 @@ def test_select_order_validates_its_parameters(corpus, kwargs, message):
 
 
 def test_select_order_random_state_none_records_its_seed(corpus):
-    res = select_order(corpus, 3, 2, random_state=None, max_iter=3, progress=False)
+    # from the shared number of topics down: the PTM programs of tests/fitted_models.py's fits
+    res = select_order(corpus, fm.T, fm.T - 1, random_state=None, max_iter=3, progress=False)
     assert isinstance(res.seed, int) and all(m.seed_ == res.seed for m in res.models.values())
-    again = select_order(corpus, 3, 2, random_state=res.seed, max_iter=3, progress=False)
+    again = select_order(corpus, fm.T, fm.T - 1, random_state=res.seed, max_iter=3, progress=False)
     assert again.bics == res.bics
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fitted_models
 import test_estimator_contract as contract
 import test_public_api as public_api
 import topicjax
@@ -169,10 +170,10 @@ def test_the_public_api_checks_see_the_toy_family(toy, monkeypatch):
 
 
 def test_the_estimator_contract_runs_on_the_toy_family(toy, monkeypatch, tmp_path):
-    families = contract.registered()
+    families = {name: contract.maker(name) for name in fitted_models.classes()}  # the registry as it is now
     assert list(families)[-1] == "Toy"
     monkeypatch.setattr(contract, "FAMILIES", families)
-    corpus = topicjax.datasets.make_bars(n_docs=60, doc_length=30, seed=1)[0]
+    corpus = fitted_models.corpus()  # the contract's corpus: its PLSA programs are compiled once
     fitted = {"Toy": families["Toy"](random_state=0).fit(corpus)}
     assert type(fitted["Toy"]) is toy.Toy
     for param, value, message in contract.BAD[:3]:
@@ -182,4 +183,4 @@ def test_the_estimator_contract_runs_on_the_toy_family(toy, monkeypatch, tmp_pat
     contract.test_save_load_round_trip(corpus, fitted, "Toy", tmp_path)
     contract.test_fit_many_equals_separate_fits(corpus, fitted, "Toy")
     # the toy is PLSA under another name: the same seed gives PLSA's topics
-    np.testing.assert_array_equal(fitted["Toy"].phi_, families["PLSA"](random_state=0).fit(corpus).phi_)
+    np.testing.assert_array_equal(fitted["Toy"].phi_, fitted_models.fitted("PLSA").phi_)

@@ -12,10 +12,12 @@ import pytest
 
 import topicjax as tj
 
+import fitted_models as fm
+
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=40, doc_length=30, seed=2).corpus
+    return fm.corpus()  # shared with the estimator-wide tests (tests/fitted_models.py)
 
 
 def by_loop(phi, vocab, j, n):
@@ -45,14 +47,12 @@ def test_artm_marks_background_and_empty_topics(corpus):
         m.phi_, m.topic_alive_ = phi, alive
 
 
-@pytest.mark.parametrize("make", [lambda: tj.PLSA(3, max_iter=3, progress=False, random_state=0),
-                                  lambda: tj.TTMM(3, n_themes=2, max_iter=3, progress=False, random_state=0)],
-                         ids=["PLSA", "TTMM"])
-def test_other_families_have_the_same_attributes(corpus, make):
-    m = make().fit(corpus)
-    assert m.background_topics_ == [] and m.topic_live_.dtype == bool and m.topic_live_.shape == (3,)
+@pytest.mark.parametrize("name", ["PLSA", "TTMM"])
+def test_other_families_have_the_same_attributes(corpus, name):
+    m = fm.fitted(name)
+    assert m.background_topics_ == [] and m.topic_live_.dtype == bool and m.topic_live_.shape == (fm.T,)
     assert m.empty_topics_ == [str(n) for n, live in zip(m.get_feature_names_out(), m.topic_live_) if not live]
-    assert len(m.print_topics(1, file=io.StringIO())) == 3
+    assert len(m.print_topics(1, file=io.StringIO())) == fm.T
 
 
 def test_unfitted_model_has_no_topic_attributes():

@@ -12,23 +12,21 @@ import scipy.sparse as sp
 import topicjax as tj
 from topicjax.data.corpus import CorpusError
 
-FAMILIES = {
-    "PLSA": lambda: tj.PLSA(4, max_iter=6, progress=False),
-    "ARTM": lambda: tj.ARTM(4, max_iter=6, progress=False, regularizers=[(tj.regularizers.sparse_theta(), 0.1)]),
-    "PTM": lambda: tj.PTM(4, max_iter=3, progress=False),
-    "TTMM": lambda: tj.TTMM(4, n_themes=2, max_iter=6, progress=False),
-    "LIDA": lambda: tj.LIDA(4, variant="lda", max_iter=4, progress=False),
-}
+import fitted_models as fm
+
+#: the families, each fitted once with the settings shared by the estimator-wide tests
+#: (tests/fitted_models.py: 4 topics; ARTM with a Θ regularizer, which transform applies)
+FAMILIES = ["PLSA", "ARTM", "PTM", "TTMM", "LIDA"]
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return tj.datasets.make_bars(n_docs=40, doc_length=25, seed=5)[0]
+    return fm.corpus()
 
 
 @pytest.fixture(scope="module")
 def fitted(corpus):
-    return {name: make().fit(corpus) for name, make in FAMILIES.items()}
+    return {name: fm.fitted(name) for name in FAMILIES}
 
 
 def no_evidence(model) -> np.ndarray:
