@@ -32,7 +32,7 @@ from sklearn.pipeline import make_pipeline
 
 import topicjax as tj
 from topicjax import regularizers as R
-from topicjax.data import Corpus, CorpusVectorizer
+from topicjax.data import CorpusVectorizer
 from topicjax.estimator import SCORE_SEED
 from topicjax.scale import online
 
