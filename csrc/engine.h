@@ -22,6 +22,7 @@ struct Engine {
   std::unique_ptr<ThreadPool> pool;
   Workspace ws;
   std::vector<LidaScratch> lida_scratch;
+  LidaWordTopics lida_words;  // the sparse draw's word lists (kept between sweeps: no reallocation)
   int threads = 1;
 
   // The pool, started on first use with the current thread count (call with `mu` held).
@@ -50,6 +51,7 @@ inline void EngineAfterForkInChild() {
   new (&e.mu) std::mutex();
   (void)e.pool.release();
   new (&e.lida_scratch) std::vector<LidaScratch>();
+  new (&e.lida_words) LidaWordTopics();
 }
 
 }  // namespace topicjax

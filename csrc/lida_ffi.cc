@@ -6,7 +6,8 @@
 //                        theta_bar (D, K) bool, phi_bar (V, K) bool, den (K,) f32, blocks (nb, C),
 //                        alpha (), beta () f32, seed () u32
 //                        -> z, n_dk, n_wk, n_k (aliased to the inputs)
-//   attributes: focused (θ̄ read), sparse (φ̄ read).
+//   attributes: focused (θ̄ read), sparse (φ̄ read), draw (0: the dense draw, the XLA sweep's
+//   uniform-to-topic map; 1: the sparse draw, LDA only: focused = sparse = 0).
 //
 // Calls are serialised by the engine's mutex: each call uses the whole thread pool.
 #include <cstring>
@@ -36,7 +37,8 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
                  ffi::Buffer<ffi::S32> blocks, ffi::Buffer<ffi::F32> alpha, ffi::Buffer<ffi::F32> beta,
                  ffi::Buffer<ffi::U32> seed, ffi::Result<ffi::Buffer<ffi::S32>> z_out,
                  ffi::Result<ffi::Buffer<ffi::S32>> n_dk_out, ffi::Result<ffi::Buffer<ffi::S32>> n_wk_out,
-                 ffi::Result<ffi::Buffer<ffi::S32>> n_k_out, int32_t focused, int32_t sparse) {
+                 ffi::Result<ffi::Buffer<ffi::S32>> n_k_out, int32_t focused, int32_t sparse,
+                 int32_t draw) {
   auto dk = n_dk.dimensions(), wk = n_wk.dimensions(), bd = blocks.dimensions();
   if (dk.size() != 2 || wk.size() != 2 || bd.size() != 2) return Invalid("n_dk, n_wk and blocks must be matrices");
   topicjax::LidaProblem p;
@@ -51,6 +53,8 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
   if (theta_bar.dimensions().size() != 2 || theta_bar.dimensions()[0] != p.D || theta_bar.dimensions()[1] != p.K ||
       phi_bar.dimensions().size() != 2 || phi_bar.dimensions()[0] != p.V || phi_bar.dimensions()[1] != p.K)
     return Invalid("theta_bar must be (D, K) and phi_bar (V, K)");
+  if (draw != 0 && draw != 1) return Invalid("draw must be 0 (dense) or 1 (sparse)");
+  if (draw == 1 && (focused || sparse)) return Invalid("the sparse draw is for LDA only (focused = sparse = 0)");
   CopyIfApart(z, z_out);
   CopyIfApart(n_dk, n_dk_out);
   CopyIfApart(n_wk, n_wk_out);
@@ -70,6 +74,7 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
   p.alpha = alpha.typed_data()[0];
   p.beta = beta.typed_data()[0];
   p.seed = seed.typed_data()[0];
+  p.sparse_draw = draw == 1;
   for (int64_t d = 0; d < p.D; ++d)
     if (p.doc_start[d] < 0 || p.doc_start[d] > p.doc_start[d + 1] || p.doc_start[d + 1] > p.N)
       return Invalid("doc_start is not increasing within [0, N]");
@@ -83,7 +88,9 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
     pool.run([&](int th) { bad[th] = topicjax::LidaCheckDocuments(p, p.D * th / nt, p.D * (th + 1) / nt); });
     for (const auto& b : bad)  // the first thread's range comes first: its bad token is the first one
       if (b.token >= 0) return Invalid("token " + std::to_string(b.token) + " " + b.why);
-    topicjax::LidaSweep(p, pool, e.lida_scratch);
+    topicjax::LidaSweep(p, pool, e.lida_scratch, e.lida_words);
+    if (p.sparse_draw && e.lida_words.overflow)
+      return Invalid("n_wk disagrees with the tokens (a word holds more topics than it has tokens)");
   } catch (const std::bad_alloc&) {
     return ffi::Error(ffi::ErrorCode::kResourceExhausted, "topicjax LIDA kernel: out of memory");
   }
@@ -112,4 +119,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxLidaSweep, Sweep,
                                   .Ret<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
                                   .Attr<int32_t>("focused")
-                                  .Attr<int32_t>("sparse"));
+                                  .Attr<int32_t>("sparse")
+                                  .Attr<int32_t>("draw"));

@@ -21,6 +21,25 @@ written with ``--write`` otherwise unless ``--force``).
     python experiments/bench_own_process.py --corpus kos 20ng --topics 50 100 200 --threads 1 2 \\
         --out experiments/results/bench_own_process.md
     python experiments/bench_own_process.py --quick      # a small corpus, seconds
+
+``--lda`` (issue 41, item 6) times instead LDA by Gibbs sampling **as a user runs it**, against
+tomotopy's ``LDAModel`` (comparison only, never a dependency), each run a fresh process pinned to
+``threads`` cores (tomotopy: ``workers = threads``):
+
+* ``ours``: ``tj.LIDA(K, variant="lda", max_iter=S)`` with its defaults (α and β sampled every
+  sweep, the training log-likelihood every 10 sweeps, posterior averaging after the burn-in), after
+  a 3-sweep fit of the same sizes in the same process (so that its programs are compiled: a
+  notebook's second fit; the first process's compilation is ``bench_coldstart.py``'s subject);
+* ``tomotopy``: ``LDAModel(k=K, seed)`` with its defaults (α optimised every 10 iterations), the
+  documents added as word lists, ``train(S)``.
+
+Timed: the whole fit (the model made, the documents added or the token stream built, S sweeps),
+reported as milliseconds per sweep (fit / S), with the training log-likelihood per token at the end
+(ours: under the posterior means; tomotopy's ``ll_per_word``).  ``ours / tomotopy`` < 1 is ours
+faster.
+
+    python experiments/bench_own_process.py --lda --corpus kos --topics 50 100 200 --threads 2 \\
+        --sweeps 200 --out experiments/results/bench_lda_own_process.md
 """
 
 from __future__ import annotations
@@ -60,10 +79,49 @@ def child(system: str, corpus: str, T: int, threads: int, rounds: int, per_round
     print("RESULT " + json.dumps(dict(median_ms=med, min_ms=lo, cpu_ms=cpu)), flush=True)
 
 
+def child_lda(system: str, corpus: str, K: int, threads: int, sweeps: int, seed: int):
+    """One LDA fit timed in this process (``--lda``); prints one JSON line ``{"median_ms" (per sweep),
+    "total_s", "cpu_s", "ll_per_token"}``."""
+    import time
+
+    sys.path[:0] = [str(ROOT), str(HERE)]
+    import bench_em
+    import bench_threads as bt
+
+    bt.pin(threads)
+    data = bench_em.load_corpus(corpus, quick=False)
+    if system == "ours":
+        import topicjax as tj
+
+        tj.LIDA(K, variant="lda", max_iter=3, random_state=seed, progress=False).fit(data)  # compiles
+        t0, c0 = time.perf_counter(), time.process_time()
+        model = tj.LIDA(K, variant="lda", max_iter=sweeps, random_state=seed, progress=False).fit(data)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        ll = model.history_[-1]["log_likelihood"] / data.n_tokens
+    else:
+        import tomotopy as tp
+
+        vocab = data.vocab
+        docs = [[vocab[w] for w, n in doc for _ in range(n)] for doc in data.to_lists()]
+        warm = tp.LDAModel(k=K, seed=seed)  # loads and starts what a first train() would
+        for d in docs[:50]:
+            warm.add_doc(d)
+        warm.train(2, workers=threads)
+        t0, c0 = time.perf_counter(), time.process_time()
+        model = tp.LDAModel(k=K, seed=seed)
+        for d in docs:
+            model.add_doc(d)
+        model.train(sweeps, workers=threads)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        ll = float(model.ll_per_word)
+    print("RESULT " + json.dumps(dict(median_ms=1000 * wall / sweeps, total_s=wall, cpu_s=cpu, ll_per_token=ll)),
+          flush=True)
+
+
 def run_child(system, corpus, T, threads, a) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--corpus", corpus, "--topics", str(T),
            "--threads", str(threads), "--rounds", str(a.rounds), "--per-round", str(a.per_round),
-           "--warmup", str(a.warmup), "--seed", str(a.seed)]
+           "--warmup", str(a.warmup), "--seed", str(a.seed), "--sweeps", str(a.sweeps)] + (["--lda"] if a.lda else [])
     env = dict(os.environ, JAX_PLATFORMS="cpu", TOPICJAX_THREADS=str(threads))
     load = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -87,33 +145,51 @@ def parse(argv):
     p.add_argument("--quick", action="store_true", help="the bars corpus, T = 10, 1 thread, 1 repeat, 3 rounds")
     p.add_argument("--out", help="write the table (with the command and the load) here")
     p.add_argument("--force", action="store_true", help="write even when the machine was loaded at the start")
-    p.add_argument("--child", choices=["numba", "ours"], help=argparse.SUPPRESS)
+    p.add_argument("--lda", action="store_true", help="LDA by Gibbs sampling end to end against tomotopy")
+    p.add_argument("--sweeps", type=int, default=200, help="--lda: sweeps of each timed fit")
+    p.add_argument("--child", choices=["numba", "ours", "tomotopy"], help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.quick:
         a.corpus, a.topics, a.threads, a.repeats, a.rounds, a.per_round, a.warmup = ["bars"], [10], [1], 1, 3, 2, 1
+        a.sweeps = 5
     return a
+
+
+def peer_missing(a) -> str | None:
+    """Why the peer of this comparison cannot run here (``None`` where it can)."""
+    import importlib.util
+
+    name = "tomotopy" if a.lda else "numba"
+    return None if importlib.util.find_spec(name) else f"{name} is not installed (pip install {name})"
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     a = parse(argv)
     if a.child:
+        if a.lda:
+            return child_lda(a.child, a.corpus[0], a.topics[0], a.threads[0], a.sweeps, a.seed)
         return child(a.child, a.corpus[0], a.topics[0], a.threads[0], a.rounds, a.per_round, a.warmup, a.seed)
+    missing = peer_missing(a)
+    if missing:
+        print(f"the comparison needs its peer: {missing}")
+        return 2
+    peer = "tomotopy" if a.lda else "numba"
     load0 = os.getloadavg()
     rows = []
     for corpus in a.corpus:
         for T in a.topics:
             for n in a.threads:
-                runs = {"numba": [], "ours": []}
+                runs = {peer: [], "ours": []}
                 for _ in range(a.repeats):
-                    for system in ("numba", "ours"):
+                    for system in (peer, "ours"):
                         runs[system].append(run_child(system, corpus, T, n, a))
                 med = {k: statistics.median(r["median_ms"] for r in v) for k, v in runs.items()}
-                rows.append(dict(corpus=corpus, T=T, threads=n, runs=runs, ratio=med["ours"] / med["numba"], **med))
-                print(f"{corpus} T={T} threads={n}: ours {med['ours']:.2f} ms, numba {med['numba']:.2f} ms, "
-                      f"ours/numba {rows[-1]['ratio']:.2f}", flush=True)
+                rows.append(dict(corpus=corpus, T=T, threads=n, runs=runs, ratio=med["ours"] / med[peer], **med))
+                print(f"{corpus} T={T} threads={n}: ours {med['ours']:.2f} ms, {peer} {med[peer]:.2f} ms, "
+                      f"ours/{peer} {rows[-1]['ratio']:.2f}", flush=True)
     load1 = os.getloadavg()
-    text = render(rows, argv, load0, load1)
+    text = render_lda(rows, argv, load0, load1) if a.lda else render(rows, argv, load0, load1)
     print(text)
     if a.out:
         if load0[0] >= 1 and not a.force:
@@ -140,6 +216,27 @@ def render(rows, argv, load0, load1) -> str:
     for r in rows:
         lines.append(f"| {r['corpus']} | {r['T']} | {r['threads']} | {runs(r['runs']['ours'])} | "
                      f"{runs(r['runs']['numba'])} | **{r['ratio']:.2f}** |")
+    return "\n".join(lines) + "\n"
+
+
+def render_lda(rows, argv, load0, load1) -> str:
+    def runs(v):
+        return ", ".join(f"{r['median_ms']:.1f} (LL {r['ll_per_token']:.3f}, load {r['load']:.2f})" for r in v)
+
+    lines = ["# LDA by Gibbs sampling end to end, ours against tomotopy, each in its own process (issue 41, item 6)",
+             "", f"Command: `python experiments/{Path(__file__).name} {shlex.join(argv)}`; "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
+             "Load average (1, 5, 15 min) at the start " + " ".join(f"{x:.2f}" for x in load0) + ", at the end "
+             + " ".join(f"{x:.2f}" for x in load1) + ".",
+             "Every run a fresh process pinned to `threads` cores (tomotopy: that many workers); milliseconds per "
+             "sweep of a whole fit as a user runs it (model made, documents in, every sweep; ours with α, β sampled "
+             "every sweep and the training log-likelihood every 10, tomotopy with α optimised every 10), the "
+             "training log-likelihood per token at the end and the 1-minute load before each run in brackets.", "",
+             "| corpus | K | threads | ours: runs (ms/sweep) | tomotopy: runs (ms/sweep) | ours / tomotopy (time) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['corpus']} | {r['T']} | {r['threads']} | {runs(r['runs']['ours'])} | "
+                     f"{runs(r['runs']['tomotopy'])} | **{r['ratio']:.2f}** |")
     return "\n".join(lines) + "\n"
 
 

@@ -113,7 +113,9 @@ class Sizes:
 
     def __init__(self, dry: bool):
         self.dry = dry
-        self.topics = [4] if dry else [50, 100, 200]  # dry: one T runs the loop (each T compiles a pass)
+        self.check_topics = 6
+        # dry: one T, the E-step check's (4 x check_topics), whose step program the pass then reuses
+        self.topics = [4 * self.check_topics] if dry else [50, 100, 200]  # each T compiles a pass
         self.rounds = 3 if dry else 20
         self.nytimes = dict(n_docs=400, n_words=300, mean_length=30.0) if dry else \
             dict(synthetic.PRESETS["nytimes"])
@@ -125,7 +127,6 @@ class Sizes:
         self.ptm_m = 6 if dry else 100
         self.tune_topics = 5 if dry else 50
         self.tune_iters = 3 if dry else 20
-        self.check_topics = 6
         self.loop_passes = 3 if dry else 20  # passes per compiled loop
         self.ab_topics = 4 if dry else 100
         # (E-step, FTZ flag) of the A/B children; the dry run takes the diagonal (two processes)

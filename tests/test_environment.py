@@ -19,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: (variable, bad value, the message)
 BAD = [
+    ("TOPICJAX_BUCKETS", "yes", "TOPICJAX_BUCKETS must be one of 'on', 'off', '1', '0', got 'yes'"),
     ("TOPICJAX_THREADS", "0", "TOPICJAX_THREADS must be an integer in [1, 4096], got '0'"),
     ("TOPICJAX_THREADS", "-1", "TOPICJAX_THREADS must be an integer in [1, 4096], got '-1'"),
     ("TOPICJAX_THREADS", "abc", "TOPICJAX_THREADS must be an integer in [1, 4096], got 'abc'"),
@@ -46,7 +47,7 @@ BAD = [
 @pytest.fixture
 def clean_env(monkeypatch):
     for name in ("TOPICJAX_THREADS", "TOPICJAX_ESTEP", "TOPICJAX_LIDA", "TOPICJAX_LIDA_MEMORY", "TOPICJAX_DATA",
-                 "XLA_FLAGS"):
+                 "TOPICJAX_BUCKETS", "XLA_FLAGS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TOPICJAX_CACHE", "off")  # its own tests: tests/core/test_cache.py
     return monkeypatch
@@ -70,13 +71,14 @@ def test_the_command_line_reports_a_bad_setting_in_one_line(clean_env, capsys, t
 
 def test_good_settings_are_read(clean_env, tmp_path):
     assert environment.check() == {"TOPICJAX_THREADS": None, "TOPICJAX_ESTEP": "auto", "TOPICJAX_LIDA": "auto",
-                                   "TOPICJAX_LIDA_MEMORY": None, "XLA_FLAGS device count": None,
-                                   "TOPICJAX_CACHE": None}
+                                   "TOPICJAX_LIDA_MEMORY": None, "TOPICJAX_BUCKETS": True,
+                                   "XLA_FLAGS device count": None, "TOPICJAX_CACHE": None}
     for name, value, expected in [
         ("TOPICJAX_THREADS", " 1 ", 1), ("TOPICJAX_ESTEP", "XLA", "xla"), ("TOPICJAX_LIDA", "Ffi", "ffi"),
         ("TOPICJAX_LIDA_MEMORY", "8e9", 8_000_000_000), ("TOPICJAX_LIDA_MEMORY", "16G", 16 << 30),
         ("TOPICJAX_LIDA_MEMORY", "1.5 GiB", 3 << 29), ("TOPICJAX_LIDA_MEMORY", "512MB", 512 << 20),
         ("XLA_FLAGS", "--xla_force_host_platform_device_count=4 --xla_foo=1", 4),
+        ("TOPICJAX_BUCKETS", "OFF", False), ("TOPICJAX_BUCKETS", " 0 ", False), ("TOPICJAX_BUCKETS", "on", True),
     ]:
         clean_env.setenv(name, value)
         key = "XLA_FLAGS device count" if name == "XLA_FLAGS" else name

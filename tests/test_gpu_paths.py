@@ -10,7 +10,9 @@ fresh pytest process, whose environment must be set before JAX starts.
   pure-JAX E-step whatever the setting, so the suite itself runs them on the GPU's path.  A
   probe (a pytest plugin written here) records the topicjax FFI kernels that each test traces:
   none may come from the subset, and one control test that selects the C++ kernels itself must
-  show up, so the probe is seen to work.
+  show up, so the probe is seen to work.  The subset's ``user_compiler`` tests run in a second
+  child at XLA's default compiler settings (with the probe too), the others at the suite's quick
+  ones.
 * ``XLA_FLAGS=--xla_force_host_platform_device_count=4``: the in-process tests whose behaviour
   depends on the number of local devices (sharded fits and their checkpoints, ``run_many``'s
   ``"devices"`` mode, which ``fit_many`` takes by default with several CPU devices, the
@@ -70,6 +72,14 @@ XLA_SUBSET = [
     "tests/ttmm/test_ttmm.py::test_em_step_matches_explicit_q_reference",
     "tests/ttmm/test_ttmm.py::test_em_log_likelihood_is_monotone",
 ]
+# The subset's tests marked ``user_compiler`` (tests/conftest.py): they check what XLA's default
+# compiler settings produce, so they run in a child of their own at those settings -- not in the
+# quick child, which would set up their fixtures and then run them again at XLA's defaults in a
+# grandchild of its own, without the probe.
+AT_XLA_DEFAULTS = [
+    "tests/core/test_em.py::test_donated_step_holds_no_copy_of_phi_and_theta",
+    "tests/ptm/test_ptm.py::test_fit_many_equals_separate_fits",
+]
 # Selects the C++ kernels itself (``core_kernels.backend("ffi")``): the probe must see it.
 CONTROL = "tests/ptm/test_ptm_kernels.py::test_estep_equals_float64_loop_and_xla[5-3-widths1]"
 
@@ -126,6 +136,7 @@ PROBE = textwrap.dedent('''
         with open(os.environ["TOPICJAX_TEST_PROBE"], "w") as f:
             json.dump({"estep": kernels.get_backend(), "lida": kernel.get_backend(),
                        "devices": len(jax.devices()), "platform": jax.default_backend(),
+                       "quick_compile": "--xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", ""),
                        "ffi": {k: sorted(v) for k, v in CALLS.items()}}, f)
 ''')
 
@@ -133,7 +144,7 @@ PROBE = textwrap.dedent('''
 def run_subset(tmp_path: Path, tests: list[str], env_vars: dict, timeout: float = 600):
     """``python -m pytest`` on ``tests`` in a new process with ``env_vars``; returns the probe's
     record and, per test case that ran, its outcome (``passed``, ``skipped``, ``failed``)."""
-    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe").mkdir(parents=True)
     (tmp_path / "probe" / "topicjax_test_probe.py").write_text(PROBE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's xdist
     for k in ("TOPICJAX_ESTEP", "TOPICJAX_LIDA", "XLA_FLAGS"):
@@ -167,15 +178,27 @@ def ran(test_id: str, outcomes: dict) -> bool:
 
 @pytest.mark.slow
 def test_the_xla_paths_pass_a_representative_subset(tmp_path):
+    """The subset on the XLA paths: the ``user_compiler`` tests (:data:`AT_XLA_DEFAULTS`) in a
+    child at XLA's default compiler settings, the others and the control in a child at the
+    suite's quick ones (tests/conftest.py)."""
     control = [CONTROL] if kernels.available() else []
-    probe, outcomes = run_subset(tmp_path, XLA_SUBSET + control, {"TOPICJAX_ESTEP": "xla", "TOPICJAX_LIDA": "xla"})
-    assert (probe["estep"], probe["lida"], probe["platform"]) == ("xla", "xla", "cpu")
+    xla = {"TOPICJAX_ESTEP": "xla", "TOPICJAX_LIDA": "xla"}
+    quick = [t for t in XLA_SUBSET if t not in AT_XLA_DEFAULTS] + control
+    runs = {"quick": run_subset(tmp_path / "quick", quick, xla),
+            # XLA_FLAGS unset (run_subset) and no quick flags added by the child's conftest
+            "defaults": run_subset(tmp_path / "defaults", AT_XLA_DEFAULTS, {**xla, "TOPICJAX_TEST_QUICK_COMPILE": "0"})}
+    outcomes = {}
+    for name, (probe, found) in runs.items():
+        assert (probe["estep"], probe["lida"], probe["platform"]) == ("xla", "xla", "cpu"), name
+        outcomes.update(found)
+    assert runs["defaults"][0]["quick_compile"] is False  # the quick child: as the suite (the caller may set defaults)
     # every listed test ran and passed, none skipped
     assert all(v == "passed" for v in outcomes.values()), {k: v for k, v in outcomes.items() if v != "passed"}
     for test_id in XLA_SUBSET + control:
         assert ran(test_id, outcomes), f"{test_id} did not run"
     # no FFI kernel was traced, except by the control test, which selects it itself
-    assert set(probe["ffi"]) == set(control), probe["ffi"]
+    assert set(runs["quick"][0]["ffi"]) == set(control), runs["quick"][0]["ffi"]
+    assert runs["defaults"][0]["ffi"] == {}, runs["defaults"][0]["ffi"]
 
 
 @pytest.mark.slow

@@ -10,6 +10,12 @@ made by ``jupyter nbconvert --execute --to notebook`` from the ``notebooks/`` fo
 environment's stderr warnings removed.  Every notebook here uses generated corpora only, so every
 one stores its outputs; a notebook that reads a third-party corpus must store none.  The run below
 also checks that the stored printed output is what the current code prints (numbers aside).
+
+The run sets ``TOPICJAX_NOTEBOOK_SMOKE``: a notebook whose size is most of its time reads it for a
+smoke size (every cell still runs and prints what it stores, numbers aside): ``lida_ftm`` 20 sweeps
+instead of 200 (its fits at full size are the LIDA guide's, run and held to the figures its text
+states by ``tests/test_doc_examples.py``; the notebook's own stored figures are checked below),
+``tuning`` 8 and 4 tuner steps instead of 25 and 12.
 """
 
 import contextlib
@@ -90,6 +96,30 @@ def test_lida_notebook_stores_the_figures_it_states():
     assert 4 <= words <= 6, printed
 
 
+def _statements(code: str, first: str, last: str) -> str:
+    """The code from the line starting with ``first`` to the line ending with ``last``, quotes
+    and spaces normalised and comments dropped."""
+    lines = [re.sub(r"\s+#.*$", "", l) for l in code.splitlines() if not l.lstrip().startswith("#")]
+    start = next(i for i, l in enumerate(lines) if l.lstrip().startswith(first))
+    end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(last))
+    return re.sub(r"\s+", "", "\n".join(lines[start:end + 1])).replace("'", '"')
+
+
+def test_lida_notebook_fits_are_the_guides():
+    """lida_ftm's corpus and its FTM and LIDA fits (at their full 200 sweeps) are those of the LIDA
+    guide's examples, which tests/test_doc_examples.py runs as printed and holds to the figures the
+    notebook states: the notebook's test run is a smoke run (20 sweeps, module docstring)."""
+    guide = (NOTEBOOKS[0].parent.parent / "docs" / "guides" / "lida.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", guide, flags=re.S | re.M)
+    nb = json.loads((NOTEBOOKS[0].parent / "lida_ftm.ipynb").read_text(encoding="utf-8"))
+    code = "\n".join(_source(c) for c in nb["cells"] if c["cell_type"] == "code")
+    assert re.search(r"^SWEEPS = 20 if os\.environ\.get\('TOPICJAX_NOTEBOOK_SMOKE'\) else 200$", code, re.M)
+    full = code.replace("max_iter=SWEEPS", "max_iter=200")
+    for index, variant in ((1, "ftm"), (2, "lida")):
+        for first, last in (("rng =", "from_dense(counts)"), (f"{variant} = tj.LIDA(", ".fit(corpus)")):
+            assert _statements(full, first, last) == _statements(blocks[index], first, last), (variant, first)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, monkeypatch):
     import matplotlib
@@ -98,6 +128,7 @@ def test_notebook_runs(path, monkeypatch):
     import matplotlib.pyplot as plt
 
     monkeypatch.chdir(path.parent)
+    monkeypatch.setenv("TOPICJAX_NOTEBOOK_SMOKE", "1")   # smoke sizes (module docstring)
     nb = json.loads(path.read_text(encoding="utf-8"))
     namespace: dict = {"__name__": "__notebook__"}
     t0 = time.perf_counter()

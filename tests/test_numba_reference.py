@@ -171,3 +171,28 @@ def test_own_process_benchmark_quick_run(load_experiment, tmp_path):
     assert row["ours"] > 0 and row["numba"] > 0 and row["ratio"] == pytest.approx(row["ours"] / row["numba"])
     text = out.read_text()
     assert "| bars | 10 | 1 |" in text and f"**{row['ratio']:.2f}**" in text and "Load average" in text
+
+
+@pytest.mark.slow
+def test_own_process_lda_benchmark_quick_run(load_experiment, tmp_path, capsys):
+    """experiments/bench_own_process.py --lda --quick: our LDA estimator and tomotopy's, each fit
+    timed in a process of its own, the table with both runs (ms per sweep, log-likelihood per
+    token) and the ratio; without tomotopy (a comparison, never a dependency) it says so and
+    stops."""
+    import importlib.util
+
+    mod = load_experiment("bench_own_process")
+    out = tmp_path / "lda.md"
+    if importlib.util.find_spec("tomotopy") is None:
+        assert mod.main(["--lda", "--quick", "--out", str(out), "--force"]) == 2
+        assert "tomotopy is not installed" in capsys.readouterr().out and not out.exists()
+        return
+    (row,) = mod.main(["--lda", "--quick", "--out", str(out), "--force"])
+    assert row["corpus"] == "bars" and row["T"] == 10 and row["threads"] == 1
+    assert row["ours"] > 0 and row["tomotopy"] > 0 and row["ratio"] == pytest.approx(row["ours"] / row["tomotopy"])
+    for system in ("ours", "tomotopy"):
+        (run,) = row["runs"][system]
+        assert run["total_s"] > 0 and -10 < run["ll_per_token"] < 0
+        assert run["median_ms"] == pytest.approx(1000 * run["total_s"] / 5)
+    text = out.read_text()
+    assert "| bars | 10 | 1 |" in text and f"**{row['ratio']:.2f}**" in text and "tomotopy" in text

@@ -18,10 +18,14 @@ Each package's ``__all__`` is its public surface; everything else is internal.
 ``tj.evaluation.metrics``.
 
 Every public name is loaded at its first use (``tj.PLSA``, ``from topicjax import Corpus``,
-``tj.metrics``), not by ``import topicjax``: the families load JAX, SciPy and scikit-learn
-(whose ``sklearn.base`` brings pandas and ``scipy.stats``), 2.3-4 s on 2 loaded cores, and a
-script that needs only the corpus or the command line's ``--help`` should not wait for them.
-``import topicjax`` itself only sets malloc's arenas (:mod:`topicjax._malloc`).
+``tj.metrics``), not by ``import topicjax``: the families load JAX, SciPy's sparse matrices and
+Equinox, and a script that needs only the corpus or the command line's ``--help`` should not
+wait for them.  No model needs scikit-learn (nor the pandas and ``scipy.stats`` that its
+``sklearn.base`` brings, 1.2 s of CPU) to be defined or fitted on a Corpus: the estimators'
+scikit-learn API is their own (:mod:`topicjax._sklearn_api`), and scikit-learn loads when a
+program uses it or gives a model a matrix, which scikit-learn validates
+(``tests/test_import_cost.py``).  ``import topicjax`` itself only sets malloc's arenas
+(:mod:`topicjax._malloc`).
 """
 
 import importlib

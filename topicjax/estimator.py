@@ -45,9 +45,8 @@ from collections.abc import Mapping
 
 import jax
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.exceptions import NotFittedError
 
+from topicjax._sklearn_api import EstimatorAPI, clone, not_fitted
 from topicjax.core import checkpoint as ck, driver, numerics
 from topicjax.core.driver import MODES
 from topicjax.core.errors import NumericalError
@@ -193,8 +192,14 @@ FULL_PRECISION_METHODS = ("fit", "fit_many", "partial_fit", "transform", "fit_tr
                           "completion_score")
 
 
-class TopicModelBase(TransformerMixin, BaseEstimator):
-    """Base class: the contract above, conversion of inputs, checks of vocabulary, save/load."""
+class TopicModelBase(EstimatorAPI):
+    """Base class: the contract above, conversion of inputs, checks of vocabulary, save/load.
+
+    scikit-learn's estimator API (``get_params``, ``set_params``, ``repr``, ``set_output``, tags)
+    comes from :class:`topicjax._sklearn_api.EstimatorAPI`, not from ``sklearn.base``, whose
+    import (SciPy's statistics, pandas: about 1.2 s of CPU) no fit on a Corpus needs:
+    scikit-learn is loaded by the scikit-learn tools a program uses, by a matrix input's
+    validation (:meth:`_as_corpus`) and by the ``NotFittedError`` of an unfitted model."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -280,7 +285,7 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
         return ck.open_checkpoint(checkpoint, checkpoint_every, identity)
 
     # ---------------------------------------------------------------- inputs
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self):  # read only by scikit-learn's tools, which have imported it
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True  # counts
         tags.input_tags.sparse = True
@@ -474,7 +479,7 @@ class TopicModelBase(TransformerMixin, BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "vocab_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise not_fitted(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     # ---------------------------------------------------------------- fitted views
     def _set_components(self):

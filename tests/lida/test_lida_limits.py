@@ -24,7 +24,7 @@ import pytest
 from child_env import measured_child_env
 
 import topicjax as tj
-from topicjax.lida import LIDA, evaluate, hyper, kernel, sampler
+from topicjax.lida import LIDA, chain, evaluate, hyper, kernel, sampler
 from topicjax.lida.state import HYPER, canonical, init_state, make_tokens
 from topicjax.lida.validators import loglik_arrays, memory_needed
 
@@ -135,6 +135,10 @@ def _xla_peak(corpus, model):
     costs.append(_cost(evaluate._collapsed_jit.lower(state, cfg).compile()))
     costs.append(_cost(hyper._hyper_jit.lower(state, key, canonical(cfg), tokens).compile()))
     costs.append(_cost(evaluate.add_sample.lower(avg, phi, theta, live).compile()))
+    # what a fit's chain step runs (topicjax.lida.chain.step): the post-sweep program (count
+    # histograms, hyperparameters, objective) and the in-place posterior sums
+    costs.append(_cost(chain._post_jit.lower(state, key, np.int32(0), tokens, canonical(cfg)).compile()))
+    costs.append(_cost(evaluate._accumulate_jit.lower(avg, state, tokens.n_d, evaluate._means_cfg(cfg)).compile()))
     loglik = _cost(evaluate.loglik_tokens.lower(phi, theta, tokens.doc, tokens.word).compile())
     return held + max(costs), held + max(costs + [loglik]), lanes
 
@@ -168,7 +172,11 @@ def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
     training log-likelihood's products dominate (1 block of the ~45,000 tokens x 257 slots)."""
     code = textwrap.dedent("""
         import gc, json, numpy as np, topicjax as tj
+        from topicjax.lida import evaluate, validators
         from topicjax.lida.validators import loglik_arrays, memory_needed
+        # blocks of 65,536 tokens (the library's are 8,192, to stay in cache): the products of one
+        # block then dominate the fit's transient memory, and the test sees them in VmHWM
+        BLOCK = evaluate.BLOCK = validators.BLOCK = 1 << 16
         def status(key):
             for line in open("/proc/self/status"):
                 if line.startswith(key):
@@ -183,7 +191,7 @@ def test_memory_needed_covers_the_peak_resident_memory_of_a_fit():
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         fit()
-        products = 4 * loglik_arrays() * min(c.n_tokens, 1 << 16) * (K + 1)
+        products = 4 * loglik_arrays() * min(c.n_tokens, BLOCK) * (K + 1)
         print(json.dumps([status("VmHWM") - base, memory_needed(c.n_tokens, D, W, K, lanes_layout=False, extras=False),
                           products]))
     """)

@@ -92,15 +92,26 @@ def _lda_chains(block_tokens, lanes, mode, mh_steps, n_sweeps, n_chains, seed, z
     return np.asarray(jax.jit(jax.vmap(run))(states0, jax.random.split(jax.random.key(seed + 1), n_chains)))
 
 
+@pytest.fixture(params=["dense", "sparse"])
+def kernel_draw(request):
+    """Both draws of the compiled kernel (:data:`topicjax.lida.kernel.DRAWS`) for the LDA chains
+    (where the kernel runs the sweep; elsewhere the XLA sweep runs either way)."""
+    old = kernel.set_draw(request.param)
+    yield request.param
+    kernel.set_draw(old)
+
+
 @pytest.mark.parametrize("blocks,block_tokens,lanes", [
     ([[0], [1], [2]], 1, 1),  # one document per block: exact Gibbs
     ([[0, 1, 2]], 8, 2),  # all documents in one block, two lanes (a lane runs two documents)
 ])
-@pytest.mark.usefixtures("one_kernel_thread")
+@pytest.mark.usefixtures("one_kernel_thread", "kernel_draw")
 def test_parallel_lda_chains_match_enumerated_kernel(blocks, block_tokens, lanes):
     """6000 chains x 6 sweeps from uniform assignments against p0 T^6 (T the enumerated kernel of
     the parallel sweep with these blocks), and the kernel's stationary distribution against the
-    posterior: equal with one document per block, 0.2 apart with all three in one block."""
+    posterior: equal with one document per block, 0.2 apart with all three in one block.  With
+    the compiled kernel, both of its draws (the dense one and LDA's sparse one, which visits the
+    topics in another order: the same law, other bits)."""
     tb, pb = np.ones((3, 2), bool), np.ones((3, 2), bool)
     Z = states(DOC, WORD, tb, pb)
     args = (DOC, WORD, tb, pb, HYPER["alpha"], HYPER["beta"])
@@ -233,28 +244,38 @@ def test_kernel_and_xla_sweeps_agree(small, K):
         st = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER, K)
         kernel.use_kernel(cfg)
         key = jax.random.key(5)
-        a = kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar)
+        a = kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar, draw="dense")
         b = assign_parallel(key, st, tokens, cfg, st.theta_bar, st.phi_bar, K)
         assert np.mean(np.asarray(a[0]) == np.asarray(b[0])) > 0.95
         for x, y in zip(a[1:], b[1:]):  # counts follow the assignments in both
             assert x.shape == y.shape and int(x.sum()) == int(y.sum())
 
 
-def test_kernel_threads_shared_and_bits_independent_of_threads(small):
+@pytest.mark.parametrize("variant", ["lida", "lda"])
+def test_kernel_threads_shared_and_bits_independent_of_threads(small, variant):
     """The LIDA sweep runs on the one thread pool of the compiled module (one setting for it and
     the E-step), and its draws do not depend on the number of threads: 1, 2 and 3 threads give
-    the same bits."""
+    the same bits, for the dense draw (LIDA) and LDA's sparse one (whose word lists are kept by
+    the merge of each block, split between the threads by word), over two sweeps."""
     if not kernel.available():
         pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
     from topicjax.core import kernels as core_kernels
 
     corpus, _ = small
     tokens = lida_state.make_tokens(corpus, block_tokens=60)
-    cfg = lida_state.Config(variant="lida", n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
+    cfg = lida_state.Config(variant=variant, n_topics=8, n_docs=corpus.n_docs, n_words=corpus.n_words,
                    n_rows=corpus.n_words, n_tokens=corpus.n_tokens, sample=())
     st = lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER, 8)
     kernel.use_kernel(cfg)
-    sweep = jax.jit(lambda key, st: kernel.sweep_kernel(key, st, tokens, cfg, st.theta_bar, st.phi_bar))
+
+    def two(key, st):
+        for i in range(2):
+            z, n_dk, n_wk, n_k = kernel.sweep_kernel(jax.random.fold_in(key, i), st, tokens, cfg, st.theta_bar,
+                                                     st.phi_bar)
+            st = st._replace(z=z, n_dk=n_dk, n_wk=n_wk, n_k=n_k)
+        return st.z, st.n_dk, st.n_wk, st.n_k
+
+    sweep = jax.jit(two)
     old = kernel.get_threads()
     try:
         outs = []

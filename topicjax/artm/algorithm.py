@@ -114,11 +114,18 @@ State = EMState
 
 
 def init(key, n_words: int, n_docs: int, n_topics: int, *, reg=None, dtype=jnp.float32, aux: EMAux | None = None,
-         n_segments: int = 1) -> EMState:
+         n_segments: int = 1, real_words=None) -> EMState:
     """Random initial Φ (entries uniform in [0.05, 1], columns normalised, per modality with
     ``n_segments > 1``) and uniform Θ (BigARTM's default; random Φ breaks the topic symmetry).
-    The result depends on ``key`` only (bits can differ between CPU and GPU)."""
+    The result depends on ``key`` only (bits can differ between CPU and GPU).
+
+    ``real_words`` (traced; one modality): the rows of Φ from ``real_words`` on are no word (a
+    vocabulary rounded up to a bucket, :func:`topicjax.artm.setup.phi_rows`): zero, so that no
+    step gives them mass.  The draw is made for every row, and JAX's counter-based generator draws
+    each entry from its index, so the words' rows are the draw of ``init(key, real_words, ...)``."""
     phi = jax.random.uniform(key, (n_words, n_topics), dtype=dtype, minval=0.05, maxval=1.0)
+    if real_words is not None:
+        phi = jnp.where((jnp.arange(n_words) < real_words)[:, None], phi, jnp.zeros((), dtype))
     segments = None if aux is None else aux.segments
     phi = mstep.normalize_columns(phi, segments, n_segments)
     theta = jnp.full((n_topics, n_docs), 1.0 / n_topics, dtype=dtype)

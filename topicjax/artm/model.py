@@ -76,12 +76,24 @@ def check_scores(value, name="scores"):
 
 
 @functools.partial(jit, static_argnums=(3, 4, 5, 6, 7, 8))
-def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg, first=False):
+def _init_batch(keys, reg, aux, W, D, T, T_max, n_seg, first=False, n_docs=None, n_words=None):
     """The initial states of one model per key (module level: compiled once per shape and
     regularizer structure, not once per fit); ``first``: the first model's state alone (a single
     fit: drawn as one of a batch, so it is the state ``fit_many`` starts from, bit for bit, and
-    unstacked in the same program rather than by one compiled slice per array)."""
-    states = jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg), T_max))(keys)
+    unstacked in the same program rather than by one compiled slice per array).
+
+    ``n_docs`` (traced, so that every corpus of ``D`` columns shares the program): the columns of
+    Θ from ``n_docs`` on are no document (:func:`topicjax.artm.setup.theta_width`): θ = 0 and
+    ``doc_alive`` = 0, so no step gives them mass or counts them as over-regularized documents;
+    the documents' columns are :func:`em.init`'s.  ``n_words`` (traced): likewise the rows of Φ
+    from ``n_words`` on are no word (:func:`topicjax.artm.setup.phi_rows`, ``em.init``'s ``real_words``)."""
+    states = jax.vmap(lambda k: em.pad_topics(em.init(k, W, D, T, reg=reg, aux=aux, n_segments=n_seg,
+                                                      real_words=n_words), T_max))(keys)
+    if n_docs is not None:
+        is_doc = jnp.arange(D) < n_docs
+        zero = jnp.zeros((), states.theta.dtype)
+        states = states._replace(theta=jnp.where(is_doc, states.theta, zero),
+                                 doc_alive=jnp.where(is_doc, states.doc_alive, zero.astype(states.doc_alive.dtype)))
     return jax.tree.map(lambda a: a[0], states) if first else states
 
 
@@ -128,7 +140,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
     overregularized: ``"remove"`` (default) or ``"keep"`` over-regularized topics and documents.
     doc_passes: ``None`` (Θ carried over between passes) or k >= 1: BigARTM's offline pass.
     transform_iter: EM iterations of Θ for new documents (``transform``).
-    chunk: non-zeros per chunk of the E-step (see :func:`topicjax.core.layout.prepare`).
+    chunk: non-zeros per chunk of the E-step (see :func:`topicjax.core.layout.prepare`).  Fits
+        and ``transform`` round the layout's pieces, and Θ's columns where no regularizer or device
+        score reads Θ, up to buckets (:func:`topicjax.core.layout.bucket_size`, at most 12.5 % more:
+        corpora of similar size share the compiled programs; the results are the exact shapes'),
+        unless the environment sets ``TOPICJAX_BUCKETS=off`` (:func:`topicjax.artm.setup.theta_width`).
     learning_offset, learning_decay: τ0 and κ of the step ``ρ = (τ0 + t)^(-κ)`` of
         :meth:`partial_fit` (BigARTM's ``tau0``, ``kappa``; scikit-learn's LDA names).
     progress: show a tqdm progress bar.
@@ -314,26 +330,46 @@ class ARTM(PartialFitMixin, TopicModelBase):
         corpus = st.corpus.with_totals(*data.totals(st.corpus.n_docs, st.corpus.n_words))
         return setup.Structure(**{**vars(st), "corpus": corpus}), data, float(corpus.n_tokens)
 
-    def _init_states(self, st, reg, aux, seeds, tops, T_max, n_docs=None):
+    @staticmethod
+    def _columns(st, n_docs=None, width=None, rows=None):
+        """``(W, D, {n_docs, n_words})`` for :func:`_init_batch`: Φ's rows (``st.n_rows`` or, given
+        ``rows`` (:func:`setup.phi_rows`), that many rows of which the words are the first) and Θ's
+        columns (``n_docs``, default the corpus's documents; 0 for :func:`em.place`; or, given a
+        ``width`` (:func:`setup.theta_width`), that many columns of which the corpus's documents are
+        the first), the real numbers traced (transfers, no program) where shapes are buckets."""
+        real = {}
+        if width is None:
+            D = st.corpus.n_docs if n_docs is None else int(n_docs)
+        else:
+            D, real["n_docs"] = int(width), jax.device_put(np.int32(st.corpus.n_docs))
+        if rows is None:
+            W = st.n_rows
+        else:
+            W, real["n_words"] = int(rows), jax.device_put(np.int32(st.n_rows))
+        return W, D, real
+
+    def _init_states(self, st, reg, aux, seeds, tops, T_max, n_docs=None, width=None, rows=None):
         """Initial states of models with ``seeds[g]`` and ``tops[g]`` topics, stacked and padded to
         ``T_max`` topics; each is the start of its own :meth:`fit` (one vmapped draw per T).
-        ``n_docs``: Θ's columns (default: the corpus's documents; 0 for :func:`em.place`)."""
-        W, D = st.n_rows, st.corpus.n_docs if n_docs is None else int(n_docs)
+        ``n_docs``: Θ's columns (default: the corpus's documents; 0 for :func:`em.place`);
+        ``width``, ``rows``: Θ's columns and Φ's rows rounded up to a bucket (:meth:`_columns`)."""
         n_seg = len(st.mod_names)
+        W, D, real = self._columns(st, n_docs, width, rows)
         parts, order = [], []
         for T in sorted(set(tops)):
             idx = [g for g, t in enumerate(tops) if t == T]
-            parts.append(_init_batch(as_keys([seeds[g] for g in idx], "seeds"), reg, aux, W, D, T, T_max, n_seg))
+            parts.append(_init_batch(as_keys([seeds[g] for g in idx], "seeds"), reg, aux, W, D, T, T_max, n_seg,
+                                     **real))
             order += idx
         if len(parts) == 1:
             return parts[0]
         return _merge_batches(parts, np.argsort(order).astype(np.int32))
 
-    def _init_state(self, st, reg, aux, seed, T, n_docs=None):
+    def _init_state(self, st, reg, aux, seed, T, n_docs=None, width=None, rows=None):
         """The initial state of a single fit with ``seed`` and ``T`` topics: the state
         :meth:`_init_states` gives the same seed in a batch (one compiled program, no slicing)."""
-        D = st.corpus.n_docs if n_docs is None else int(n_docs)
-        return _init_batch(as_keys([seed], "random_state"), reg, aux, st.n_rows, D, T, T, len(st.mod_names), True)
+        W, D, real = self._columns(st, n_docs, width, rows)
+        return _init_batch(as_keys([seed], "random_state"), reg, aux, W, D, T, T, len(st.mod_names), True, **real)
 
     def fit_problem(self, X, y=None) -> setup.FitProblem:
         """Everything :meth:`fit` computes before its first iteration, for code that runs its own
@@ -363,13 +399,18 @@ class ARTM(PartialFitMixin, TopicModelBase):
         st, data, n_weighted, reg, aux = self._prepare(X, y, T, mesh)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, st.corpus,
                                      devices=None if mesh is None else int(mesh.devices.size))
-        # On a mesh Θ is started on the devices, split by documents (em.place), the rest replicated
-        state = self._init_state(st, reg, aux, self._seed(ckpt), T, n_docs=None if mesh is None else 0)
+        device, on_record, host = self._trackers()
+        # On a mesh Θ is started on the devices, split by documents (em.place), the rest replicated;
+        # locally its columns may be rounded up to a bucket (setup.theta_width: cut off on the host)
+        width = None if mesh is not None else setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T))
+        rows = None if mesh is not None else setup.phi_rows(st, reg, device)
+        state = self._init_state(st, reg, aux, self._seed(ckpt), T, n_docs=None if mesh is None else 0, width=width,
+                                 rows=rows)
         if mesh is not None:
             reg, state = replicate(mesh, reg), em.place(state, data)
         reg.check(state.phi, em.doc_columns(state.theta, data))
-        device, on_record, host = self._trackers()
-        static = em.EMStatic(self._config(st), device, st.corpus.n_words)
+        # the rows of Φ that are words matter to device scores only (a static part: none, no program per W)
+        static = em.EMStatic(self._config(st), device, st.corpus.n_words if device else None)
 
         taus = self._tau_table(reg, int(self.max_iter))
         before = None
@@ -659,10 +700,12 @@ class ARTM(PartialFitMixin, TopicModelBase):
         n_iter = int(self.max_iter)
         tables, grid_rows = self._coefficient_tables(reg, taus, G, n_iter)
         reg_b = _stack_trees([reg.with_coefs([Table(v) for v in tab]) for tab in tables])
-        states = self._init_states(st, reg, aux, seeds, tops, T_max)
-        reg.check(*_first_model(states.phi, states.theta))
         device, on_record, host = self._trackers()
-        static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words)
+        states = self._init_states(st, reg, aux, seeds, tops, T_max,
+                                   width=setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T_max)),
+                                   rows=setup.phi_rows(st, reg, device))
+        reg.check(*_first_model(states.phi, states.theta))
+        static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words if device else None)
         finals, recs, n_done, status = driver.run_many(
             em.ARTM_EM, static, states, (data, reg_b, aux), batched=(False, True, False), max_iter=n_iter,
             tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
@@ -763,7 +806,9 @@ class ARTM(PartialFitMixin, TopicModelBase):
         data = setup.device_data(src, self.chunk)
         alive_host = np.asarray(self.topic_alive_, np.float32)
         alive = jnp.asarray(alive_host)
-        phi = jnp.asarray(np.vstack([self.phi_] + ([self.psi_] if self.psi_ is not None else [])), jnp.float32)
+        rows = [self.phi_] + ([self.psi_] if self.psi_ is not None else [])
+        extra = setup.phi_rows(st, reg) - st.n_rows  # zero rows: a vocabulary rounded up to a bucket
+        phi = jax.device_put(np.vstack(rows + [np.zeros((extra, T))]).astype(np.float32))
         # on the host: computed eagerly on the device, each operation compiled a program of its own
         theta0 = np.broadcast_to((alive_host / alive_host.sum())[:, None], (T, corpus.n_docs))
         kept = []
@@ -779,8 +824,11 @@ class ARTM(PartialFitMixin, TopicModelBase):
         reg = Regularizer(kept)
         aux = setup.aux_arrays(st, T)
         cfg = self._config(st, update_phi=False)._replace(doc_passes=0)
-        theta = host_array(em.infer_theta(phi, data, corpus.n_docs, reg, n_iter=int(self.transform_iter),
-                                          topic_alive=alive, aux=aux, cfg=cfg))
+        # Θ's columns rounded up to a bucket where no Θ-term reads them (setup.theta_width): the
+        # columns after the documents have no tokens and are cut off here
+        theta = host_array(em.infer_theta(phi, data, setup.theta_width(corpus.n_docs, reg, (), (st.n_rows, T)), reg,
+                                          n_iter=int(self.transform_iter), topic_alive=alive, aux=aux,
+                                          cfg=cfg))[:, :corpus.n_docs]
         notes = []
         total = theta.sum(0)
         bare = np.flatnonzero(~(total > 0)) if reg.terms else np.zeros(0, np.int64)
@@ -790,8 +838,10 @@ class ARTM(PartialFitMixin, TopicModelBase):
             # model's own word for them is Θ of eq. 16 without those terms
             sub = corpus.subset(bare)
             src_b, _ = setup.weighted_entries(sub, st.weights, st.row_mod[: sub.n_words])
-            plain = host_array(em.infer_theta(phi, setup.device_data(src_b, self.chunk), sub.n_docs, Regularizer([]),
-                                              n_iter=int(self.transform_iter), topic_alive=alive, aux=aux, cfg=cfg))
+            plain = host_array(em.infer_theta(phi, setup.device_data(src_b, self.chunk),
+                                              setup.theta_width(sub.n_docs, Regularizer([])), Regularizer([]),
+                                              n_iter=int(self.transform_iter), topic_alive=alive, aux=aux,
+                                              cfg=cfg))[:, :sub.n_docs]
             theta = theta.copy()
             theta[:, bare] = plain
             taus = ", ".join(f"{t.name!r}" for t in reg.terms)

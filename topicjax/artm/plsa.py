@@ -28,6 +28,8 @@ class PLSA(ARTM):
     random_state: seed of the initial Φ (an int, ``None`` for fresh entropy, or a key); the same
         seed gives the same model on the same device (bits may differ between CPU and GPU).
     chunk: non-zeros per chunk of the E-step (memory/speed trade-off; see :func:`em.prepare`).
+        Shapes are rounded up to buckets so that corpora of similar size share the compiled programs
+        (:class:`~topicjax.artm.ARTM`'s ``chunk``; ``TOPICJAX_BUCKETS=off`` keeps exact shapes).
     transform_iter: EM iterations of Θ for new documents in :meth:`transform`.
     learning_offset, learning_decay: τ0 and κ of the online step ``ρ = (τ0 + t)^(-κ)`` of
         :meth:`partial_fit` (:mod:`topicjax.artm.partial`).

@@ -24,7 +24,7 @@ from topicjax.regularizers.resolve import topic_index
 from topicjax.regularizers.schedules import is_number
 
 __all__ = ["Structure", "FitProblem", "topic_structure", "modality_structure", "class_frequencies", "weighted_entries",
-           "device_data", "context", "aux_arrays"]
+           "device_data", "theta_width", "phi_rows", "context", "aux_arrays"]
 
 
 @dataclass
@@ -164,12 +164,77 @@ def weighted_entries(corpus, row_weights, row_mod, labels=None):
 
 
 def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
-    """The device layout of weighted entries: local (:func:`topicjax.core.layout.prepare`) or,
-    with a ``mesh``, sharded over its devices with Θ split by documents
+    """The device layout of weighted entries: local (:func:`topicjax.core.layout.prepare`, its
+    pieces rounded up to a bucket unless ``TOPICJAX_BUCKETS=off``: corpora of similar size share
+    the compiled programs) or, with a ``mesh``, sharded over its devices with Θ split by documents
     (:func:`topicjax.core.sharding.shard` with ``shard_theta=True``)."""
     if mesh is not None:
         return sharding.shard(src, mesh, chunk=chunk, dtype=dtype, shard_theta=True)
-    return layout.prepare(src, chunk, dtype=dtype, with_doc=False)
+    return layout.prepare(src, chunk, dtype=dtype, with_doc=False, buckets=layout.buckets_on())
+
+
+def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None) -> int:
+    """Columns of Θ in the compiled programs of a local fit or ``transform`` of ``n_docs``
+    documents: :func:`topicjax.core.layout.bucket_size` of it (at most 12.5 % more, or up to 15 more
+    columns, :data:`~topicjax.core.layout.DOC_STEP`), so that corpora of similar size share one
+    program, or ``n_docs`` itself.
+
+    The columns after the documents are no document: θ = 0 and ``doc_alive`` = 0 from the start
+    (``ARTM._init_batch``), no token, so neither Φ, the documents' Θ, the likelihood nor the
+    history change, and the estimators drop them on the host.  Exact (``n_docs``) when buckets are
+    off (``TOPICJAX_BUCKETS=off``) and whenever something in the program reads Θ as a whole:
+
+    * a regularizer term whose function reads Θ (found by tracing it at Φ of ``phi_shape`` and Θ
+      of ``n_docs`` columns: every plain ``R(phi, theta)`` that uses ``theta``, ``sparse_theta``,
+      ``label_regularization``, ...; a function that cannot be traced counts as reading it), or one
+      with an ``update`` (it may, and its data is sized by the documents): ``R`` must see Θ of the
+      real documents exactly, and cutting the padding off inside the program needs the number of
+      documents as a static shape, which would compile a program per corpus again;
+    * a score computed on the device (``device_scores``; ARTM's default ``sparsity`` counts Θ's
+      zeros over its columns).
+    """
+    n_docs = int(n_docs)
+    if device_scores or not layout.buckets_on():
+        return n_docs
+    if reg.terms:
+        if phi_shape is None:
+            raise ValueError("theta_width: a regularizer with terms needs phi_shape (rows, topics)")
+        theta = jax.ShapeDtypeStruct((int(phi_shape[1]), n_docs), jnp.float32)
+        phi = jax.ShapeDtypeStruct(tuple(int(x) for x in phi_shape), jnp.float32)
+        if any(t.update is not None or _reads_theta(t, p, phi, theta) for t, p in zip(reg.terms, reg.params)):
+            return n_docs
+    return layout.bucket_size(n_docs, layout.DOC_STEP)
+
+
+def _reads_theta(term, params, phi, theta) -> bool:
+    """Whether ``term``'s function reads Θ: its traced program (no compilation) has Θ as an
+    operand of some operation or as its value; True when it cannot be traced (its error is the
+    regularizer check's to report)."""
+    try:
+        jaxpr = jax.make_jaxpr(lambda p, t: term.fn(p, t, params))(phi, theta).jaxpr
+    except Exception:  # noqa: BLE001 - refused later, with its message, by Regularizer.check
+        return True
+    var = jaxpr.invars[1]
+    return any(v is var for eqn in jaxpr.eqns for v in eqn.invars) or any(v is var for v in jaxpr.outvars)
+
+
+def phi_rows(st: Structure, reg, device_scores=()) -> int:
+    """Rows of Φ in the compiled programs of a local fit or ``transform`` over ``st``: the
+    vocabulary rounded up to a bucket (:func:`topicjax.core.layout.bucket_size`, a multiple of
+    :data:`~topicjax.core.layout.DOC_STEP`), so that corpora over vocabularies of similar size
+    share one program, or ``st.n_rows`` itself.
+
+    The rows after the words are no word: zero in the initial Φ (:func:`topicjax.artm.algorithm.init`'s
+    ``real_words``), no token, so no step gives them mass, and the estimators drop them on the host.
+    Exact when buckets are off (``TOPICJAX_BUCKETS=off``) and whenever something reads Φ as a
+    whole or its rows are more than one distribution: a regularizer term (what ``R(phi, theta)``
+    sees must be the model's Φ), a score computed on the device, several modalities or classes
+    (Ψ's rows follow the words').
+    """
+    n = int(st.n_rows)
+    if reg.terms or device_scores or len(st.mod_names) > 1 or st.classes or not layout.buckets_on():
+        return n
+    return layout.bucket_size(n, layout.DOC_STEP)
 
 
 def context(st: Structure, n_topics: int, phase: str, fitted=None, corpus=None) -> Context:

@@ -186,7 +186,8 @@ def _restore_like(template, prefix: str, arrays: dict, treedef: str, keys: list,
         shape, dtype = np.shape(t), np.asarray(t).dtype if not hasattr(t, "dtype") else t.dtype
         if a.shape != tuple(shape) or a.dtype != dtype:
             raise ValueError(f"{where}: {prefix} leaf {i} is {a.dtype}{list(a.shape)}, this fit has "
-                             f"{dtype}{list(shape)}: the checkpoint is not of this fit")
+                             f"{dtype}{list(shape)}: the checkpoint is not of this fit (or was written "
+                             "with another TOPICJAX_BUCKETS setting, whose shapes it keeps)")
         if isinstance(t, jax.Array):
             if getattr(t, "weak_type", False) and a.ndim == 0:
                 out.append(jnp.asarray(a.item()))  # keep the weak type, so nothing recompiles

@@ -26,6 +26,9 @@ A variable set to an empty (or blank) string counts as unset.
                             ``~/.cache/topicjax/jax``; read when the engine loads
                             (:mod:`topicjax.core.compiled`), never refused (a folder that cannot be
                             written warns once)
+``TOPICJAX_BUCKETS``        shapes of PLSA/ARTM fits rounded up to buckets
+                            (:func:`topicjax.core.layout.bucket_size`): ``on`` or ``1`` (default),
+                            ``off`` or ``0`` (any case): every program has its corpus's exact shapes
 ``XLA_FLAGS``               read by the command line only: its
                             ``--xla_force_host_platform_device_count`` must be an integer >= 1
 ``TOPICJAX_NATIVE``         read by ``setup.py`` at build time: ``0`` or ``1``
@@ -194,10 +197,21 @@ def host_device_count() -> int | None:
     return int(raw)
 
 
+def buckets() -> bool:
+    """``TOPICJAX_BUCKETS``: whether fits round their shapes up to buckets (default ``True``)."""
+    raw = setting("TOPICJAX_BUCKETS")
+    if raw is None or raw.lower() in ("on", "1"):
+        return True
+    if raw.lower() in ("off", "0"):
+        return False
+    raise ValueError(f"TOPICJAX_BUCKETS must be one of 'on', 'off', '1', '0', got {os.environ['TOPICJAX_BUCKETS']!r}")
+
+
 def check() -> dict:
     """Validate every run-time setting (all but ``TOPICJAX_DATA``, which only the shared-corpus
     loaders read, and the build-time ``TOPICJAX_NATIVE``); returns their values.  The first bad
     one raises its ``ValueError``."""
     return {"TOPICJAX_THREADS": threads(), "TOPICJAX_ESTEP": backend_setting("TOPICJAX_ESTEP"),
             "TOPICJAX_LIDA": backend_setting("TOPICJAX_LIDA"), "TOPICJAX_LIDA_MEMORY": memory_limit(),
-            "XLA_FLAGS device count": host_device_count(), "TOPICJAX_CACHE": cache_folder()}
+            "TOPICJAX_BUCKETS": buckets(), "XLA_FLAGS device count": host_device_count(),
+            "TOPICJAX_CACHE": cache_folder()}

@@ -16,6 +16,7 @@ the chain's keys and the corpus, whose sizes the memory check of a growth reads)
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -24,10 +25,11 @@ import numpy as np
 
 from topicjax.core import driver
 from topicjax.core.compiled import jit
-from .evaluate import Averages, add_sample, collapsed_loglik, loglik_tokens, sample_means
-from .hyper import hyper_update
+from topicjax.core.numerics import compensated_sum
+from .evaluate import Averages, _loglik_parts, _means_cfg, _sample_means, accumulate_sample, collapsed_terms
+from .hyper import histograms, hyper_step
 from .sampler import sweep
-from .state import HYPER, Config, Tokens, grow_state, init_state
+from .state import HYPER, Config, Tokens, canonical, grow_state, init_state
 from .state import State as SamplerState
 from .validators import check_memory
 
@@ -74,6 +76,51 @@ class Args(NamedTuple):
 
 #: ``jax.random.fold_in`` compiled once (a sweep's key from the chain's key and its index)
 _fold_in = jit(jax.random.fold_in)
+
+#: positions in the record vector of :func:`_post`: the hyperparameters (in :data:`HYPER` order),
+#: the objective as a double-float, the live topics, then (evaluated sweeps) the training
+#: log-likelihood as a double-float
+_OBJ, _LIVE, _LL = len(HYPER), len(HYPER) + 2, len(HYPER) + 3
+
+
+def _post(state: SamplerState, k_hyp, it: int, tokens: Tokens, cfg: Config, hyper: bool):
+    """Everything of sweep ``it`` after its tokens that the record needs, one compiled program:
+    the hyperparameters (when ``hyper``; their key folded from ``k_hyp`` and ``it`` inside), the
+    objective (:func:`~topicjax.lida.evaluate.collapsed_loglik`) and the live topics.  The count
+    histograms are taken once, for the α and β updates and the objective.  Returns the new state
+    and the record vector (float32: see :data:`_OBJ`), which the host fetches once."""
+    cfg = canonical(cfg)
+    if not hyper:
+        cfg = replace(cfg, sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0))
+    if "alpha" not in cfg.sample:  # the objective reads the histogram of n_vk only
+        cfg = replace(cfg, max_doc_len=0)
+    hyper, rec = _post_jit(state, k_hyp, np.int32(it), tokens, cfg)
+    return state._replace(**hyper), rec
+
+
+@partial(jit, static_argnames=("cfg",))
+def _post_jit(state, k_hyp, it, tokens, cfg):
+    # the hyperparameters alone come back: returning the state would copy its tables
+    h_dk, h_wk = histograms(state, cfg, tokens)
+    if cfg.sample:
+        state = hyper_step(jax.random.fold_in(k_hyp, it), state, cfg, tokens, (h_dk, h_wk))
+        # the objective reads the hyperparameters as stored: XLA would otherwise recompute β's
+        # exp inside the objective's fusions, where its last bit can differ (and Wβ's log-gamma
+        # with it, 0.03 per topic at β ~ 10^3 in float32)
+        stored = jax.lax.optimization_barrier(tuple(getattr(state, h) for h in HYPER))
+        state = state._replace(**dict(zip(HYPER, stored)))
+    hi, lo = compensated_sum(collapsed_terms(state, cfg, h_wk))
+    live = jnp.sum(state.n_k > 0, dtype=jnp.int32)
+    rec = jnp.stack([*(jnp.asarray(getattr(state, h), jnp.float32) for h in HYPER), hi, lo, live.astype(jnp.float32)])
+    return {h: getattr(state, h) for h in HYPER if h in cfg.sample}, rec
+
+
+@partial(jit, static_argnames=("cfg",))
+def _evaluate_jit(state, rec, tokens, cfg):
+    """The record vector with the training log-likelihood of the sample's means appended."""
+    phi, theta, _ = _sample_means(state, cfg, tokens.n_d)
+    hi, lo = _loglik_parts(phi, theta, tokens.doc, tokens.word)
+    return jnp.concatenate([rec, jnp.stack([hi, lo])])
 
 
 def init(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int, theta_init=None) -> State:
@@ -134,7 +181,9 @@ def step(chain: State, iteration: int, args: Args, static: Static) -> tuple[Stat
     while True:
         # without activations nothing can overflow, so the old state is not needed
         new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
-        of_t, of_w = int(new.overflow_topics), int(new.overflow_words)
+        if not (cfg.focused or cfg.sparse):
+            break
+        of_t, of_w = (int(x) for x in jax.device_get((new.overflow_topics, new.overflow_words)))
         if of_t == 0 and of_w == 0:
             break
         what = (f"{of_t} new topic(s) found no free slot among K_max={cfg.n_topics}" if of_t
@@ -151,19 +200,22 @@ def step(chain: State, iteration: int, args: Args, static: Static) -> tuple[Stat
         if avg is not None:
             avg = _grow_sums(avg, cfg)
     state = new
-    if it >= static.hyper_start:
-        state = hyper_update(state, _fold_in(k_hyp, it), cfg, tokens)
-    trace = {h: trace[h] + [float(getattr(state, h))] for h in HYPER}
+    # one compiled program for the hyperparameters, the objective and the live topics, one for
+    # the posterior sums and, every eval_every sweeps, one for the training likelihood: dispatched
+    # in turn, their record fetched once
+    state, rec = _post(state, k_hyp, it, tokens, cfg, it >= static.hyper_start)
+    evaluate = static.eval_every and ((it + 1) % static.eval_every == 0 or it == static.max_iter - 1)
+    if it >= static.burn_in:
+        avg = accumulate_sample(avg if avg is not None else zero_sums(cfg), state, cfg, tokens.n_d)
+    if evaluate:
+        rec = _evaluate_jit(state, rec, tokens, _means_cfg(cfg))
+    vals = np.asarray(jax.device_get(rec), np.float64)  # the sweep's one wait for the device
+    trace = {h: trace[h] + [float(vals[i])] for i, h in enumerate(HYPER)}
     # a topic is live while it holds tokens: an FTM/LIDA slot can stay active in documents
     # (theta_bar) with none, its Φ then the prior alone (issue 45)
-    rec = {"objective": collapsed_loglik(state, cfg), "n_topics": int(np.count_nonzero(np.asarray(state.n_k)))}
-    evaluate = static.eval_every and ((it + 1) % static.eval_every == 0 or it == static.max_iter - 1)
-    if it >= static.burn_in or evaluate:
-        means = sample_means(state, cfg)
-    if it >= static.burn_in:
-        avg = add_sample(avg if avg is not None else zero_sums(cfg), *means)
+    rec = {"objective": float(vals[_OBJ] + vals[_OBJ + 1]), "n_topics": int(vals[_LIVE])}
     if evaluate:
-        ll = float(loglik_tokens(means[0], means[1], tokens.doc, tokens.word))
+        ll = float(vals[_LL] + vals[_LL + 1])
         rec["log_likelihood"] = ll
         rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
     return State(state, cfg, avg, trace), rec

@@ -2,7 +2,9 @@
 from jitted JAX code through XLA FFI.
 
 It computes what :func:`topicjax.lida.parallel.assign_parallel` computes with ``mh_steps = 0``, on
-the same state and with the same uniforms (a hash of the token id and the sweep's seed): blocks of
+the same state (and, with its dense draw, the same uniforms: a hash of the token id and the sweep's
+seed; LDA's default sparse draw, :data:`DRAWS`, samples the same conditional in another topic
+order, O(topics of the token's word) a token): blocks of
 documents in order (:mod:`topicjax.lida.layout`); the documents of a block split between the
 threads, each resampled token by token over its active topics with its own counts exact; n_vk and
 n_k read as at the start of the block and merged after it.  Where the XLA sweep is a ``lax.scan``
@@ -46,12 +48,17 @@ from . import pallas_sweep
 from .parallel import denominator
 from .state import Config, State, Tokens, init_state, make_tokens
 
-__all__ = ["BACKENDS", "available", "load_error", "get_backend", "set_backend", "use_kernel", "sweep_backend",
-           "get_threads", "set_threads", "sweep_kernel"]
+__all__ = ["BACKENDS", "DRAWS", "available", "load_error", "get_backend", "set_backend", "get_draw", "set_draw",
+           "use_kernel", "word_lists", "sweep_backend", "get_threads", "set_threads", "sweep_kernel"]
 
 BACKENDS = environment.LIDA_BACKENDS
+#: the kernel's draws of a token's conditional: ``"dense"`` sums it over the active topics in the XLA
+#: sweep's order (the same uniform picks the same topic there); ``"sparse"`` (LDA only) splits it into
+#: β Σ_k q_k and the word's topics' part (SparseLDA), O(topics of the word) a token; ``"auto"``: sparse
+#: for LDA (no Θ̄, no Φ̄), dense otherwise.
+DRAWS = ("auto", "dense", "sparse")
 
-_STATE = {"backend": None}
+_STATE = {"backend": None, "draw": "auto"}
 
 
 def available() -> bool:
@@ -76,6 +83,21 @@ def set_backend(name: str) -> str:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {name!r}")
     old = get_backend()
     _STATE["backend"] = name
+    return old
+
+
+def get_draw() -> str:
+    """The compiled kernel's draw (:data:`DRAWS`) for the sweeps of :mod:`topicjax.lida.sampler`."""
+    return _STATE["draw"]
+
+
+def set_draw(name: str) -> str:
+    """Choose the compiled kernel's draw, ``"auto"`` (the default: sparse for LDA), ``"dense"`` or
+    ``"sparse"``; returns the previous choice.  A static argument of the compiled sweep, like the
+    backend: switching reuses each program."""
+    if name not in DRAWS:
+        raise ValueError(f"draw must be one of {list(DRAWS)}, got {name!r}")
+    old, _STATE["draw"] = _STATE["draw"], name
     return old
 
 
@@ -141,6 +163,15 @@ def pallas_error() -> str | None:
     return _PALLAS["error"]
 
 
+def word_lists(cfg: Config) -> bool:
+    """Whether the sweeps of ``cfg`` keep the sparse draw's word lists (the compiled CPU kernel with
+    the sparse draw, chosen or by ``auto`` for LDA): memory the fit's check counts."""
+    if sweep_backend(cfg) != "ffi":
+        return False
+    draw = get_draw()
+    return draw == "sparse" or (draw == "auto" and not (cfg.focused or cfg.sparse))
+
+
 def use_kernel(cfg: Config) -> bool:
     """Whether the parallel sweep of ``cfg`` runs in a kernel, the compiled CPU one or the Pallas
     one (:func:`sweep_backend`): neither reads the XLA sweep's lane layout."""
@@ -158,8 +189,22 @@ def set_threads(n: int | None = None) -> int:
     return core_kernels.set_threads(n)
 
 
-def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar):
-    """The kernel's sweep: (z, n_dk, n_wk, n_k), as :func:`~topicjax.lida.parallel.assign_parallel`."""
+def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar, draw: str = "auto"):
+    """The kernel's sweep: (z, n_dk, n_wk, n_k), as :func:`~topicjax.lida.parallel.assign_parallel`.
+
+    ``draw`` (:data:`DRAWS`): both draws sample each token from the same conditional (35)-(38); they
+    map a uniform to a topic in other orders, so their chains agree in distribution, not in bits.
+    The sparse draw keeps each word's list of topics (at most min(V K, N) int32 entries, in the
+    compiled module, kept between sweeps).
+
+    Raises:
+        ValueError: an unknown ``draw``, or ``"sparse"`` for a variant with Θ̄ or Φ̄.
+    """
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
+    if draw == "sparse" and (cfg.focused or cfg.sparse):
+        raise ValueError(f"the sparse draw is for LDA only (every topic and word active), not {cfg.variant!r}")
+    sparse_draw = draw == "sparse" or (draw == "auto" and not (cfg.focused or cfg.sparse))
     seed = jax.random.bits(key, (), jnp.uint32)  # the seed of the XLA sweep: the same uniforms
     doc_start = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(tokens.n_d, dtype=jnp.int32)])
     shapes = [jax.ShapeDtypeStruct(a.shape, jnp.int32) for a in (state.z, state.n_dk, state.n_wk, state.n_k)]
@@ -168,5 +213,6 @@ def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_
     out = call(tokens.word, doc_start, state.z, state.n_dk, state.n_wk, state.n_k, theta_bar.astype(bool),
                phi_bar.astype(bool), denominator(state, cfg, phi_bar), tokens.blocks.docs,
                jnp.asarray(state.alpha, jnp.float32), jnp.asarray(state.beta, jnp.float32), seed,
-               focused=np.int32(cfg.focused), sparse=np.int32(cfg.sparse))
+               focused=np.int32(cfg.focused), sparse=np.int32(cfg.sparse),
+               draw=np.int32(sparse_draw))
     return tuple(out)

@@ -301,9 +301,10 @@ class LIDA(TopicModelBase):
         # the stale sweep's and the MH proposals' per-token arrays, and the XLA parallel sweep's
         # lane layout, only where they are read (the compiled kernel reads neither)
         extras = self.sampler == "stale" or self._mh_steps() > 0
-        lanes = not kernel.use_kernel(self._config(corpus, int(self.n_components), W + n_phantom))
+        cfg0 = self._config(corpus, int(self.n_components), W + n_phantom)
+        lanes = not kernel.use_kernel(cfg0)
         memory = {"n_rows": W + n_phantom, "mode": self.sampler, "loglik": bool(self.eval_every),
-                  "lanes_layout": lanes, "extras": extras}
+                  "lanes_layout": lanes, "extras": extras, "word_lists": kernel.word_lists(cfg0)}
         self._refuse_sizes(corpus, int(self.n_components), W, n_phantom, memory)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         tokens = make_tokens(corpus, block_tokens=self._block_tokens(corpus.n_tokens), extras=extras,

@@ -26,8 +26,6 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
 
 from .draw import token_uniform
 from .parallel import denominator
@@ -52,6 +50,11 @@ def _warps(kp: int) -> int:
 def _sample_kernel(docs_ref, word_ref, start_ref, z_ref, nwk_ref, nkden_ref, par_ref, seed_ref, *refs,
                    n_topics: int, n_docs: int, focused: bool, sparse: bool):
     """One document: its tokens resampled in order (``docs/guides/internals.md``, Pallas sweep, step 1)."""
+    # Pallas and its Triton backend load at the first Pallas sweep, not with the sampler (Triton's
+    # dialect: 60 ms of CPU in every process's first LIDA otherwise)
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
     refs = list(refs)
     theta_ref = refs.pop(0) if focused else None
     phi_ref = refs.pop(0) if sparse else None
@@ -100,6 +103,9 @@ def _sample_kernel(docs_ref, word_ref, start_ref, z_ref, nwk_ref, nkden_ref, par
 
 def _merge_kernel(docs_ref, word_ref, start_ref, z_ref, znew_ref, _nwk_in, nwk_ref, *, n_docs: int):
     """One document: its changed tokens moved in n_vk (``docs/guides/internals.md``, Pallas sweep, step 2)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
     d = docs_ref[pl.program_id(0)]
 
     @pl.when(d < n_docs)
@@ -139,6 +145,9 @@ def assign_pallas(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi
         ValueError: ``n_docs`` or ``n_rows`` times the topic slots (:func:`topic_lanes`) reaches
             2**31, beyond the kernels' 32-bit offsets.
     """
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+
     K, D, V = cfg.n_topics, cfg.n_docs, cfg.n_rows
     N = tokens.word.shape[0]
     if interpret is None:

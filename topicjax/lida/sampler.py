@@ -214,7 +214,9 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
         raise ValueError("the XLA parallel sweep reads the blocks' lane layout that these tokens were made "
                          "without: make_tokens(corpus, ..., lanes_layout=True)")
     if cfg.mode != "parallel" or not cfg.focused or backend != "xla":
-        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, backend)
+        # the kernel's draw (kernel.set_draw): static, like the backend
+        draw = kernel.get_draw() if backend == "ffi" else "auto"
+        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, backend, draw)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
@@ -223,25 +225,27 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     return _assign_jit(masked, key, tokens, cfg, n_active, "xla")
 
 
-def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str) -> State:
+def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str,
+                    draw: str = "auto") -> State:
     theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
     state = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(state, key, tokens, cfg, n_active, backend)
+    return _assign_jit(state, key, tokens, cfg, n_active, backend, draw)
 
 
-_sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend"))
-_sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend"), donate_argnums=0)
+_sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend", "draw"))
+_sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend", "draw"), donate_argnums=0)
 
 
-@partial(jit, static_argnames=("cfg", "n_active", "backend"))
-def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str = "xla") -> State:
+@partial(jit, static_argnames=("cfg", "n_active", "backend", "draw"))
+def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str = "xla",
+                draw: str = "auto") -> State:
     k_z = jax.random.split(key, 3)[2]
     if cfg.mode == "exact":
         out = assign_exact(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     elif cfg.mode == "stale":
         out = assign_stale(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     elif backend == "ffi":  # the compiled CPU sweep: same state, same semantics
-        out = kernel.sweep_kernel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
+        out = kernel.sweep_kernel(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar, draw=draw)
     elif backend == "pallas":  # the Pallas kernels: same state, semantics and uniforms
         out = pallas_sweep.assign_pallas(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     else:

@@ -103,7 +103,8 @@ def loglik_arrays() -> int:
 
 
 def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_rows: int | None = None,
-                 mode: str = "parallel", loglik: bool = True, lanes_layout: bool = True, extras: bool = True) -> dict:
+                 mode: str = "parallel", loglik: bool = True, lanes_layout: bool = True, extras: bool = True,
+                 word_lists: bool = False) -> dict:
     """The bytes of a LIDA fit, part by part: ``{"held": {...}, "per sweep": {...}, "setup": n}``.
 
     *Held* for the whole fit: the token stream (document and word ids and the assignments z, 12
@@ -111,8 +112,10 @@ def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_r
     proposals, 20 more; with ``lanes_layout`` the XLA parallel sweep's block layout, 4 int32 per
     slot with at most 2 slots per token, 32 more: 64 bytes per token with both), the count tables
     (n_dk, n_wk int32 and the masks Θ̄, Φ̄ bool: 5 bytes per cell of (documents + word rows) x
-    K_max) and the posterior sums and the last sample's means (float32, 8 bytes per cell of (words
-    + documents) x K_max).
+    K_max), the posterior sums and the last sample's means (float32, 8 bytes per cell of (words
+    + documents) x K_max) and, with ``word_lists`` (the compiled kernel's sparse LDA draw), its
+    lists of each word's topics (an int32 per (word, topic) with a count, at most min(rows x K_max,
+    tokens), and 12 bytes per word row).
     *Per sweep*, one at a time beside those: the sweep (a new state beside the old one and its
     temporaries, 12 bytes per cell and :data:`SWEEP_PER_TOKEN`), the hyperparameter update (a new
     state and its count histograms: 10 per cell, and 20 per token where the histograms are taken
@@ -133,6 +136,8 @@ def memory_parts(n_tokens: int, n_docs: int, n_words: int, n_topics: int, *, n_r
     dr, wd = (D + R) * K, (W + D) * K
     held = {"token stream": (12 + 20 * bool(extras) + 32 * bool(lanes_layout)) * N, "count tables": 5 * dr + 8 * K,
             "posterior sums": 8 * wd}
+    if word_lists:
+        held["word lists"] = 4 * min(R * K, N) + 12 * R
     # the α/β count histograms gather one count per token only where the table has more cells
     # (hyper._by_tokens); otherwise the update's per-token part is its copy of z
     per_token_hyper = 20 if max(D, R) * K > N else 4
@@ -160,7 +165,8 @@ def memory_needed(n_tokens: int, n_docs: int, n_words: int, n_topics: int, **kwa
 def check_memory(corpus, n_topics: int, **kwargs) -> None:
     """Refuse, before allocating, a fit whose arrays (:func:`memory_needed`, growing with the
     number of tokens: a Gibbs sampler keeps every token's topic) exceed :func:`memory_limit`.
-    ``kwargs``: ``n_rows``, ``mode``, ``loglik``, ``lanes_layout``, ``extras`` of :func:`memory_parts`."""
+    ``kwargs``: ``n_rows``, ``mode``, ``loglik``, ``lanes_layout``, ``extras``, ``word_lists`` of
+    :func:`memory_parts`."""
     sizes = (corpus.n_tokens, corpus.n_docs, corpus.n_words, n_topics)
     need, limit = memory_needed(*sizes, **kwargs), memory_limit()
     if need > limit:
