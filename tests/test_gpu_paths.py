@@ -63,7 +63,7 @@ XLA_SUBSET = [
     # LIDA's parallel sweep: counts after every sweep (births, both masks), and AD-LDA's
     # distribution against the enumerated kernel
     "tests/lida/test_lida_sampler.py::test_counts_equal_assignments_after_every_sweep[lida-parallel]",
-    "tests/lida/test_lida_stationary.py::test_parallel_lda_chains_match_enumerated_kernel[blocks1-8-2]",
+    "tests/lida/test_lida_stationary.py::test_parallel_lda_chains_match_enumerated_kernel[dense-blocks1-8-2]",
     # PTM: GEM steps (E-step, trial flips, ranking of word switches) never increase the BIC;
     # restarts vmapped in one call (the GPU's default mode) equal separate fits
     "tests/ptm/test_ptm.py::test_gem_never_increases_bic[2014]",
