@@ -200,44 +200,40 @@ def main(argv=None):
     return rows
 
 
-def render(rows, argv, load0, load1) -> str:
-    def runs(v):
-        return ", ".join(f"{r['median_ms']:.2f} (load {r['load']:.2f})" for r in v)
-
-    lines = ["# Our PLSA pass against the plain fused numba reference, each in its own process (issue 27, item 5)", "",
-             f"Command: `python experiments/{Path(__file__).name} {shlex.join(argv)}`; "
+def _table(title, how, header, peer, rows, runs, argv, load0, load1) -> str:
+    """The written table: ``title``, the command, the load, ``how`` the runs were made, one row a
+    setting with ``runs(list of runs)`` for ours and for ``peer`` and the ratio of the medians."""
+    lines = [f"# {title}", "", f"Command: `python experiments/{Path(__file__).name} {shlex.join(argv)}`; "
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
              "Load average (1, 5, 15 min) at the start " + " ".join(f"{x:.2f}" for x in load0) + ", at the end "
-             + " ".join(f"{x:.2f}" for x in load1) + ".",
-             "Every run a fresh process pinned to `threads` cores; milliseconds per EM pass (median over rounds), "
-             "the systems alternating; the 1-minute load before each run in brackets.", "",
-             "| corpus | T | threads | ours: runs (ms) | numba: runs (ms) | ours / numba (medians) |",
-             "|---|---|---|---|---|---|"]
+             + " ".join(f"{x:.2f}" for x in load1) + ".", how, "", header, "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['corpus']} | {r['T']} | {r['threads']} | {runs(r['runs']['ours'])} | "
-                     f"{runs(r['runs']['numba'])} | **{r['ratio']:.2f}** |")
+                     f"{runs(r['runs'][peer])} | **{r['ratio']:.2f}** |")
     return "\n".join(lines) + "\n"
+
+
+def render(rows, argv, load0, load1) -> str:
+    return _table(
+        "Our PLSA pass against the plain fused numba reference, each in its own process (issue 27, item 5)",
+        "Every run a fresh process pinned to `threads` cores; milliseconds per EM pass (median over rounds), "
+        "the systems alternating; the 1-minute load before each run in brackets.",
+        "| corpus | T | threads | ours: runs (ms) | numba: runs (ms) | ours / numba (medians) |", "numba", rows,
+        lambda v: ", ".join(f"{r['median_ms']:.2f} (load {r['load']:.2f})" for r in v), argv, load0, load1)
 
 
 def render_lda(rows, argv, load0, load1) -> str:
-    def runs(v):
-        return ", ".join(f"{r['median_ms']:.1f} (LL {r['ll_per_token']:.3f}, load {r['load']:.2f})" for r in v)
-
-    lines = ["# LDA by Gibbs sampling end to end, ours against tomotopy, each in its own process (issue 41, item 6)",
-             "", f"Command: `python experiments/{Path(__file__).name} {shlex.join(argv)}`; "
-             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.",
-             "Load average (1, 5, 15 min) at the start " + " ".join(f"{x:.2f}" for x in load0) + ", at the end "
-             + " ".join(f"{x:.2f}" for x in load1) + ".",
-             "Every run a fresh process pinned to `threads` cores (tomotopy: that many workers); milliseconds per "
-             "sweep of a whole fit as a user runs it (model made, documents in, every sweep; ours with α, β sampled "
-             "every sweep and the training log-likelihood every 10, tomotopy with α optimised every 10), the "
-             "training log-likelihood per token at the end and the 1-minute load before each run in brackets.", "",
-             "| corpus | K | threads | ours: runs (ms/sweep) | tomotopy: runs (ms/sweep) | ours / tomotopy (time) |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['corpus']} | {r['T']} | {r['threads']} | {runs(r['runs']['ours'])} | "
-                     f"{runs(r['runs']['tomotopy'])} | **{r['ratio']:.2f}** |")
-    return "\n".join(lines) + "\n"
+    return _table(
+        "LDA by Gibbs sampling end to end, ours against tomotopy, each in its own process (issue 41, item 6)",
+        "Every run a fresh process pinned to `threads` cores (tomotopy: that many workers); milliseconds per "
+        "sweep of a whole fit as a user runs it (model made, documents in, every sweep; ours with α, β sampled "
+        "every sweep and the training log-likelihood every 10, tomotopy with α optimised every 10), the "
+        "training log-likelihood per token at the end (not the same quantity for the two systems) and the "
+        "1-minute load before each run in brackets.",
+        "| corpus | K | threads | ours: runs (ms/sweep) | tomotopy: runs (ms/sweep) | ours / tomotopy (time) |",
+        "tomotopy", rows,
+        lambda v: ", ".join(f"{r['median_ms']:.1f} (LL {r['ll_per_token']:.3f}, load {r['load']:.2f})" for r in v),
+        argv, load0, load1)
 
 
 if __name__ == "__main__":
