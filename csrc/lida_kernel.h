@@ -123,6 +123,16 @@ struct LidaWordTopics {
   double aqsum = 0.0;
 };
 
+// Token t (word v) moved from topic k0 to k1: its assignment, and the change of the block recorded
+// in the list of the thread that merges v and in this thread's n_k changes.
+inline void LidaMove(const LidaProblem& p, LidaScratch& s, const int32_t* merger, int32_t t, int32_t v, int32_t k0,
+                     int32_t k1) {
+  p.z[t] = k1;
+  s.out[merger[v]].list.push_back({v, k0, k1});
+  --s.nk_delta[k0];
+  ++s.nk_delta[k1];
+}
+
 // One document: resample its tokens in order; record the (word, old, new) changes of the block,
 // each in the list of the thread that merges its word (merger[word]).
 inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s, const int32_t* merger) {
@@ -205,12 +215,7 @@ inline void LidaDocument(const LidaProblem& p, int64_t d, LidaScratch& s, const 
     ++s.dw[j1];
     refresh(j1);
     const int32_t k1 = s.act[j1];
-    if (k1 != k0) {
-      p.z[t] = k1;
-      s.out[merger[v]].list.push_back({v, k0, k1});
-      --s.nk_delta[k0];
-      ++s.nk_delta[k1];
-    }
+    if (k1 != k0) LidaMove(p, s, merger, t, v, k0, k1);
   }
   for (int64_t a = 0; a < A; ++a) row[s.act[a]] = s.cnt[a];
 }
@@ -344,10 +349,7 @@ inline void LidaDocumentSparse(const LidaProblem& p, int64_t d, LidaScratch& s, 
     } else {
       refresh(k1);
       ++lc[slot(k1)];
-      p.z[t] = k1;
-      s.out[merger[v]].list.push_back({v, k0, k1});
-      --s.nk_delta[k0];
-      ++s.nk_delta[k1];
+      LidaMove(p, s, merger, t, v, k0, k1);
     }
   }
   std::copy(cnt, cnt + K, row);

@@ -166,9 +166,11 @@ def pallas_error() -> str | None:
 def word_lists(cfg: Config) -> bool:
     """Whether the sweeps of ``cfg`` keep the sparse draw's word lists (the compiled CPU kernel with
     the sparse draw, chosen or by ``auto`` for LDA): memory the fit's check counts."""
-    if sweep_backend(cfg) != "ffi":
-        return False
-    draw = get_draw()
+    return sweep_backend(cfg) == "ffi" and _sparse_draw(cfg, get_draw())
+
+
+def _sparse_draw(cfg: Config, draw: str) -> bool:
+    """Whether ``draw`` (:data:`DRAWS`) is the sparse one for ``cfg``: chosen, or ``auto`` for LDA."""
     return draw == "sparse" or (draw == "auto" and not (cfg.focused or cfg.sparse))
 
 
@@ -204,7 +206,7 @@ def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_
         raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
     if draw == "sparse" and (cfg.focused or cfg.sparse):
         raise ValueError(f"the sparse draw is for LDA only (every topic and word active), not {cfg.variant!r}")
-    sparse_draw = draw == "sparse" or (draw == "auto" and not (cfg.focused or cfg.sparse))
+    sparse_draw = _sparse_draw(cfg, draw)
     seed = jax.random.bits(key, (), jnp.uint32)  # the seed of the XLA sweep: the same uniforms
     doc_start = jnp.concatenate([jnp.zeros((1,), jnp.int32), jnp.cumsum(tokens.n_d, dtype=jnp.int32)])
     shapes = [jax.ShapeDtypeStruct(a.shape, jnp.int32) for a in (state.z, state.n_dk, state.n_wk, state.n_k)]

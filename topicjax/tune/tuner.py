@@ -39,6 +39,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from topicjax._sklearn_api import clone
 from topicjax.artm import algorithm as em
 from topicjax.core import numerics
 from topicjax.core.compiled import jit
@@ -226,8 +227,6 @@ def tune(model, X, objective, coefs, *, y=None, optimizer=None, n_steps: int = 3
     best = _values(targets, best_u)
     fitted = None
     if refit:
-        from sklearn.base import clone
-
         fitted = clone(model)
         fitted.set_params(regularizers=with_values(model.regularizer(), targets, best))
         fitted.fit(X, y)
