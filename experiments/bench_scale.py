@@ -12,8 +12,9 @@ cache, so no system's memory or imports count against another's:
 * ``corpus``: ``Corpus.from_sparse`` of the training CSR matrix; ``uci`` (with ``--uci``):
   ``Corpus.from_uci`` of a UCI docword file written once to the workdir;
 * ``plsa``, ``artm`` (smoothing of Φ, sparsing of Θ), ``ttmm``, ``ptm``, ``lida``
-  (``variant="lda"``, the per-document-exact parallel sampler with the dense draw, which runs in
-  the compiled kernel on CPU, fixed α and β as tomotopy's): the Corpus built from the arrays, a
+  (``variant="lda"``, the per-document-exact parallel sampler without MH steps, which runs in
+  the compiled kernel on CPU, by its sparse draw since session 23 (earlier tables: the dense
+  one), fixed α and β as tomotopy's): the Corpus built from the arrays, a
   1-iteration fit (compilation included), then a fit of ``--iterations`` iterations whose
   per-iteration time is the median of ``history_[i]["seconds"]``;
 * ``plsa-store``: PLSA by ``topicjax.scale.offline.fit_store``, streamed from a batch store of
