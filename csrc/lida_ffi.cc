@@ -7,7 +7,10 @@
 //                        alpha (), beta () f32, seed () u32
 //                        -> z, n_dk, n_wk, n_k (aliased to the inputs)
 //   attributes: focused (θ̄ read), sparse (φ̄ read), draw (0: the dense draw, the XLA sweep's
-//   uniform-to-topic map; 1: the sparse draw, LDA only: focused = sparse = 0).
+//   uniform-to-topic map; 1: the sparse draw, LDA only: focused = sparse = 0, its vector list
+//   arithmetic where the CPU has AVX-512; 2: the sparse draw with its portable list arithmetic, the
+//   same bits: for tests; 3: adaptive, the sparse draw or, for a sweep whose word lists are long,
+//   the dense one).
 //
 // Calls are serialised by the engine's mutex: each call uses the whole thread pool.
 #include <cstring>
@@ -53,8 +56,9 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
   if (theta_bar.dimensions().size() != 2 || theta_bar.dimensions()[0] != p.D || theta_bar.dimensions()[1] != p.K ||
       phi_bar.dimensions().size() != 2 || phi_bar.dimensions()[0] != p.V || phi_bar.dimensions()[1] != p.K)
     return Invalid("theta_bar must be (D, K) and phi_bar (V, K)");
-  if (draw != 0 && draw != 1) return Invalid("draw must be 0 (dense) or 1 (sparse)");
-  if (draw == 1 && (focused || sparse)) return Invalid("the sparse draw is for LDA only (focused = sparse = 0)");
+  if (draw < 0 || draw > 3)
+    return Invalid("draw must be 0 (dense), 1 (sparse), 2 (sparse, portable) or 3 (sparse or dense by sweep)");
+  if (draw != 0 && (focused || sparse)) return Invalid("the sparse draw is for LDA only (focused = sparse = 0)");
   CopyIfApart(z, z_out);
   CopyIfApart(n_dk, n_dk_out);
   CopyIfApart(n_wk, n_wk_out);
@@ -74,7 +78,9 @@ ffi::Error Sweep(ffi::Buffer<ffi::S32> word, ffi::Buffer<ffi::S32> doc_start, ff
   p.alpha = alpha.typed_data()[0];
   p.beta = beta.typed_data()[0];
   p.seed = seed.typed_data()[0];
-  p.sparse_draw = draw == 1;
+  p.sparse_draw = draw != 0;
+  p.portable_lists = draw == 2;
+  p.adaptive = draw == 3;
   for (int64_t d = 0; d < p.D; ++d)
     if (p.doc_start[d] < 0 || p.doc_start[d] > p.doc_start[d + 1] || p.doc_start[d + 1] > p.N)
       return Invalid("doc_start is not increasing within [0, N]");

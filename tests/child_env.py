@@ -7,8 +7,13 @@ from __future__ import annotations
 import os
 
 #: XLA's CPU compiler settings of the suite (tests/conftest.py, where they are explained): LLVM at
-#: -O0 and the classic fusion emitters
-QUICK_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+#: -O0, the classic fusion emitters, and each program's machine code generated as one LLVM module
+#: (by default XLA splits it into parts compiled on its thread pool: for the suite's small programs
+#: the parts' fixed costs, and on cores that the other processes of a run hold, the waits for the
+#: pool's threads, outweigh the parallelism; tests/core/test_em.py, twice each on a loaded 2-core
+#: machine: 30-33 s of CPU and 65-79 s of run time split, 26-27 s and 38-44 s not)
+QUICK_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false",
+                       "--xla_cpu_parallel_codegen_split_count=1")
 
 
 def without_quick_flags(flags: str) -> str:

@@ -35,12 +35,13 @@ def _share_compiled_programs() -> None:
     atexit.register(shutil.rmtree, folder, True)
 
 
-#: XLA's CPU compiler settings of the suite (child_env.QUICK_COMPILE_FLAGS): LLVM at -O0 and the classic (non-MLIR) fusion
-#: emitters.  The suite's inputs are tiny, so its time is XLA compiling several thousand small
-#: programs, not running them: tests/core/test_em.py + tests/ttmm/test_ttmm.py took 76 s with
-#: XLA's defaults and 27 s with these (backend compilation of tests/core/test_em.py's 329
-#: programs: 31 s against 8.7 s); the whole suite 16 min against 33.  What users compile differs
-#: in two ways a few tests see: -O0 changes float32 rounding of transcendental functions (a LIDA
+#: XLA's CPU compiler settings of the suite (child_env.QUICK_COMPILE_FLAGS): LLVM at -O0, the classic (non-MLIR)
+#: fusion emitters and each program's code generated in one piece (not split over XLA's thread pool: tests/core/
+#: test_em.py 16% less CPU and 40% less time on 2 loaded cores, child_env).  The suite's inputs are tiny, so its
+#: time is XLA compiling several thousand small programs, not running them: tests/core/test_em.py +
+#: tests/ttmm/test_ttmm.py took 76 s with XLA's defaults and 27 s with the first two (backend compilation of
+#: tests/core/test_em.py's 329 programs: 31 s against 8.7 s); the whole suite 16 min against 33.  What users
+#: compile differs in two ways a few tests see: -O0 changes float32 rounding of transcendental functions (a LIDA
 #: collapsed likelihood 1.7e-4 from its float64 value, 1e-5 at XLA's defaults) and the classic
 #: emitters plan other temporaries (``memory_analysis()``).  Tests marked ``user_compiler``
 #: therefore run again in a child interpreter at XLA's defaults (:func:`pytest_pyfunc_call`).

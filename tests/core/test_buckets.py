@@ -172,6 +172,27 @@ def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, kind):
     _assert_same_model(bucketed, exact, _corpus(23, seed=5))
 
 
+def test_a_large_corpus_keeps_its_exact_layout(monkeypatch, corpus):
+    """Above :data:`topicjax.core.layout.BUCKET_MAX_NONZEROS` non-zeros (lowered here to below this
+    corpus's) the pieces, chunks, Θ's columns and Φ's rows keep their exact sizes even with buckets
+    on, and the fit is the exact-shape fit."""
+    monkeypatch.setattr(layout, "BUCKET_MAX_NONZEROS", corpus.nnz - 1)
+    exact = layout.prepare(corpus, chunk=4 * layout.PIECE, with_doc=False, word_mirror=True)
+    kept = layout.prepare(corpus, chunk=4 * layout.PIECE, with_doc=False, buckets=True, word_mirror=True)
+    assert kept.piece_doc.shape == exact.piece_doc.shape and kept.count.shape == exact.count.shape
+    assert kept.mirror.slot.shape == exact.mirror.slot.shape  # the mirror's chunks unpadded too
+    np.testing.assert_array_equal(np.asarray(kept.count), np.asarray(exact.count))
+    make = lambda: tj.PLSA(5, max_iter=10, random_state=0, chunk=64, progress=False)  # noqa: E731
+    model = make()
+    st = model._structure(corpus, None, 5)
+    reg = model.regularizer().bind(setup.context(st, 5, "fit"))
+    assert setup.theta_width(N_DOCS, reg, (), (N_WORDS, 5), corpus.nnz) == N_DOCS
+    assert setup.theta_width(N_DOCS, reg, (), (N_WORDS, 5), corpus.nnz - 1) == 80  # below the limit: a bucket
+    assert setup.phi_rows(st, reg) == N_WORDS
+    bucketed, exact_fit = _fit_both(monkeypatch, make, corpus)
+    _assert_same_model(bucketed, exact_fit, _corpus(23, seed=5))
+
+
 def test_a_theta_regularizer_sees_the_documents_only(monkeypatch, corpus):
     """A plain R(phi, theta) gets Θ with exactly the corpus's columns, with buckets on."""
     widths = []

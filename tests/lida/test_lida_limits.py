@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 
 import jax
 import numpy as np
@@ -24,7 +23,7 @@ import pytest
 from child_env import measured_child_env
 
 import topicjax as tj
-from topicjax.lida import LIDA, chain, evaluate, hyper, kernel, sampler
+from topicjax.lida import LIDA, chain, evaluate, kernel, sampler
 from topicjax.lida.state import HYPER, canonical, init_state, make_tokens
 from topicjax.lida.validators import loglik_arrays, memory_needed
 
@@ -129,17 +128,13 @@ def _xla_peak(corpus, model):
         m = sampler._masks_jit.lower(state, key, tokens, ncfg).compile().memory_analysis()
         assign = sampler._assign_jit.lower(state, key, tokens, ncfg, min(K, 64), "xla").compile()
         costs.append(m.output_size_in_bytes + max(m.temp_size_in_bytes, _cost(assign)))
-    mcfg = replace(canonical(cfg), sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), max_doc_len=0,
-                   max_word_count=0)
-    costs.append(_cost(evaluate._means_jit.lower(state, mcfg).compile()))
-    costs.append(_cost(evaluate._collapsed_jit.lower(state, cfg).compile()))
-    costs.append(_cost(hyper._hyper_jit.lower(state, key, canonical(cfg), tokens).compile()))
-    costs.append(_cost(evaluate.add_sample.lower(avg, phi, theta, live).compile()))
-    # what a fit's chain step runs (topicjax.lida.chain.step): the post-sweep program (count
-    # histograms, hyperparameters, objective) and the in-place posterior sums
-    costs.append(_cost(chain._post_jit.lower(state, key, np.int32(0), tokens, canonical(cfg)).compile()))
-    costs.append(_cost(evaluate._accumulate_jit.lower(avg, state, tokens.n_d, evaluate._means_cfg(cfg)).compile()))
-    loglik = _cost(evaluate.loglik_tokens.lower(phi, theta, tokens.doc, tokens.word).compile())
+    # what a fit's chain step runs after the sweep (topicjax.lida.chain.step): one program, the
+    # post-sweep one (count histograms, hyperparameters, objective, the sample's means, the
+    # in-place posterior sums and, in a fit that evaluates, the training likelihood)
+    post = lambda ll: _cost(chain._post_jit.lower(state, avg, key, np.zeros(4, np.int32), tokens, canonical(cfg),
+                                                  ll).compile())
+    costs.append(post(False))
+    loglik = max(post(True), _cost(evaluate.loglik_tokens.lower(phi, theta, tokens.doc, tokens.word).compile()))
     return held + max(costs), held + max(costs + [loglik]), lanes
 
 

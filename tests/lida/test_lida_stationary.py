@@ -255,8 +255,10 @@ def test_kernel_and_xla_sweeps_agree(small, K):
 def test_kernel_threads_shared_and_bits_independent_of_threads(small, variant):
     """The LIDA sweep runs on the one thread pool of the compiled module (one setting for it and
     the E-step), and its draws do not depend on the number of threads: 1, 2 and 3 threads give
-    the same bits, for the dense draw (LIDA) and LDA's sparse one (whose word lists are kept by
-    the merge of each block, split between the threads by word), over two sweeps."""
+    the same bits, for the dense draw (LIDA) and LDA's sparse one (whose word lists are kept in
+    topic order by the merge of each block, split between the threads by word), over two sweeps;
+    the threads claim a block's documents as they free up, so which thread sweeps which document
+    varies from run to run."""
     if not kernel.available():
         pytest.skip(f"the compiled LIDA kernel is unavailable ({kernel.load_error()})")
     from topicjax.core import kernels as core_kernels

@@ -14,8 +14,9 @@ import jax.monitoring
 import numpy as np
 import pytest
 
-from topicjax.lida import chain
-from topicjax.lida.evaluate import _means_cfg, accumulate_sample
+from topicjax.core.compiled import compiler_options
+from topicjax.lida import chain, kernel
+from topicjax.lida.evaluate import _loglik_blocks
 from topicjax.lida.hyper import (_alpha_change, _beta_change, _log_rising, _rising_change, _tail, count_histogram,
                                   histograms)
 from topicjax.lida.state import canonical, init_state, make_tokens
@@ -112,34 +113,45 @@ def test_alpha_and_beta_conditionals_are_eq_23_and_24(small, variant):
 
 
 def test_posterior_sums_and_training_likelihood_are_eq_46_47(small):
-    """The fused posterior sums after two samples are twice φ (47) = (β + n_vk)/(W β + n_k) and
-    θ (46) = (α + n_kd)/(K α + n_d), and the record's training log-likelihood is
-    Σ_i ln Σ_k φ_{w_i k} θ_{d_i k}, both in float64 numpy from the counts."""
+    """The chain's post-sweep program's posterior sums after two samples are twice φ (47) =
+    (β + n_vk)/(W β + n_k) and θ (46) = (α + n_kd)/(K α + n_d), nothing before ``burn_in``, and
+    its record's training log-likelihood is Σ_i ln Σ_k φ_{w_i k} θ_{d_i k}, both in float64 numpy
+    from the counts."""
     corpus, _ = small
-    tokens = make_tokens(corpus)
-    cfg = est("lda")._config(corpus, 5, corpus.n_words)
-    st = init_state(jax.random.key(4), tokens, cfg, HYPER0, 5)
-    a, b, K, W = HYPER0["alpha"], HYPER0["beta"], 5, corpus.n_words
+    # K = 7 and the token stream of a fit: the post-sweep program of the fits below
+    cfg = est("lda")._config(corpus, 7, corpus.n_words)
+    tokens = make_tokens(corpus, block_tokens=64, extras=False, lanes_layout=not kernel.use_kernel(cfg))
+    st = init_state(jax.random.key(4), tokens, cfg, HYPER0, 7)
+    a, b, K, W = HYPER0["alpha"], HYPER0["beta"], 7, corpus.n_words
     n_dk, n_wk = np.asarray(st.n_dk, np.float64), np.asarray(st.n_wk, np.float64)
     phi = (b + n_wk) / (W * b + n_wk.sum(0))
     theta = (a + n_dk) / (K * a + n_dk.sum(1, keepdims=True))
     avg = chain.zero_sums(cfg)
-    for _ in range(2):
-        avg = accumulate_sample(avg, st, cfg, tokens.n_d)
+    n_ll = _loglik_blocks(corpus.n_tokens)
+    for i, acc in enumerate((False, True, True)):  # a sweep before burn_in, then two samples
+        st, avg, rec = chain._post(st, avg, jax.random.key(5), i, tokens, cfg, hyper=False, accumulate=acc,
+                                   evaluate=i == 2, loglik=True)
     np.testing.assert_allclose(np.asarray(avg.phi_sum), 2 * phi, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(avg.theta_sum), 2 * theta, rtol=1e-5)
     np.testing.assert_array_equal(np.asarray(avg.n), [2] * K)
     doc, word = np.asarray(tokens.doc), np.asarray(tokens.word)
     want = sum(math.log(float(phi[w] @ theta[d])) for d, w in zip(doc, word))
-    rec = np.asarray(chain._evaluate_jit(st, np.zeros(9, np.float32), tokens, _means_cfg(cfg)), np.float64)
-    assert rec[chain._LL] + rec[chain._LL + 1] == pytest.approx(want, rel=1e-6)
+    hypers, _, live, ll = chain._read(np.asarray(rec), n_ll)
+    assert ll == pytest.approx(want, rel=1e-6)
+    assert hypers["alpha"] == pytest.approx(a) and hypers["beta"] == pytest.approx(b) and live == K
 
 
 def test_a_sweep_compiles_few_programs_and_waits_for_the_device_once(small, monkeypatch):
-    """An LDA chain compiles at most six programs in its steps (the sweep's key, the token sweep,
-    the record program before and after ``hyper_start``, the posterior sums, the training
-    likelihood), none once each kind of sweep has run, none in a refit; and each sweep copies
-    one array from the device (its record), counted at ``jax.Array._value``, which
+    """An LDA chain's steps compile two programs, both in its first sweep: the token sweep (its
+    key folded from the chain's key and the sweep index inside) and the post-sweep program
+    (hyperparameters, objective, live topics, posterior sums, training likelihood; whether a
+    sweep samples the hyperparameters, accumulates or evaluates is a traced switch, so the sweeps
+    before and after ``hyper_start`` and ``burn_in`` and the evaluated ones share it); the whole
+    fit adds one, its initial state's (the fit's keys, the initial assignment, its counts and
+    masks).  A refit
+    with another seed, hyperparameter values, sweep count, ``hyper_start``, ``burn_in`` and
+    ``eval_every`` compiles nothing at all, its initial state's program included.  Each sweep
+    copies one array from the device (its record), counted at ``jax.Array._value``, which
     ``jax.device_get``, ``float()`` and ``int()`` of an array read (the old step read ten values
     one by one: the six hyperparameters, the objective, the live topics, the two overflows)."""
     corpus, _ = small
@@ -163,11 +175,35 @@ def test_a_sweep_compiles_few_programs_and_waits_for_the_device_once(small, monk
         return out
 
     monkeypatch.setattr(chain, "ALGORITHM", chain.ALGORITHM._replace(step=spy))
-    kw = dict(n_components=7, hyper_start=2, burn_in=4, eval_every=3)
-    est("lda", max_iter=8, **kw).fit(corpus)
+    kw = dict(n_components=7, eval_every=3)
+    compiler_options()  # the backend's one-time trial compilation is not the fit's
+    p0 = _PROGRAMS[0]
+    est("lda", max_iter=8, hyper_start=2, burn_in=4, **kw).fit(corpus)
+    # the whole fit: those two and its initial state's program (keys, assignments, counts, masks)
+    assert _PROGRAMS[0] - p0 <= 3, per_step
     programs, waits = zip(*per_step)
-    assert sum(programs) <= 6 and programs[5:] == (0, 0, 0), per_step
+    # two (fewer where another test of this process compiled the same shapes)
+    assert programs[0] <= 2 and programs[1:] == (0,) * 7, per_step
     assert max(waits) == 1, per_step
     per_step.clear()
-    est("lda", max_iter=6, random_state=5, **kw).fit(corpus)
+    p0 = _PROGRAMS[0]
+    est("lda", max_iter=6, random_state=5, hyper_start=1, burn_in=2, alpha=0.7, beta=0.05, **kw).fit(corpus)
+    assert _PROGRAMS[0] == p0, "a refit that changes only traced values compiles nothing"
     assert [p for p, _ in per_step] == [0] * 6 and max(w for _, w in per_step) == 1, per_step
+
+
+def test_the_program_counting_experiment_runs(capsys):
+    """``experiments/count_lida_programs.py`` (the per-program compile bill of a fit, issue 42)
+    at smoke size: it fits and prints its three kinds of compile events and the fit's line."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "count_lida_programs.py"
+    spec = importlib.util.spec_from_file_location("count_lida_programs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["lda", "3", "4", "--bars"])
+    out = capsys.readouterr().out
+    assert "LIDA(4, variant='lda'), 3 sweeps" in out
+    for kind in ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration"):
+        assert f"  {kind}: " in out

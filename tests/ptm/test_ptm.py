@@ -304,7 +304,9 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     document with a topic and every token with positive probability -- also when a topic had a
     specific word of probability 0 (a "dead" word, which would trap a newly assigned document)."""
     s = fitted.last_state_
-    beta0 = np.asarray(fitted.beta0_, np.float64)
+    data = fitted._layout(bars)  # the fit's own rows and words (each may be rounded up to a bucket)
+    W = bars.n_words
+    beta0 = np.asarray(data.beta0, np.float64)  # 0 after the vocabulary's W words
     u = np.asarray(s.u).copy()
     beta = np.asarray(s.beta, np.float64).copy()
     n = int(np.flatnonzero(~u[0])[0])  # inject a dead word into topic 0, keeping it normalised
@@ -312,12 +314,14 @@ def test_reduce_topics_warm_start_is_valid(fitted, bars):
     beta[0] *= (S + beta0[n]) / S
     u[0, n], beta[0, n] = True, 0.0
     s = s._replace(u=jnp.asarray(u), beta=jnp.asarray(beta, jnp.float32))
-    data = layout.ptm_data(bars)
     mass = (fitted.theta_ * fitted.v_).sum(1)
     keep = np.sort(np.argsort(mass, kind="stable")[2:])
     r = ptm_order.reduce_topics(s, data, 2)
-    ru, rv = np.asarray(r.u)[:4], np.asarray(r.v)[:, :4].T
-    rbeta = np.asarray(r.beta, np.float64)[:4]
+    ru, rv = np.asarray(r.u)[:4, :W], np.asarray(r.v)[:bars.n_docs, :4].T
+    assert not np.asarray(r.v)[bars.n_docs:].any()  # rows after the documents (a bucket's) take no topic
+    assert not np.asarray(r.u)[:, W:].any()  # nor words after the vocabulary
+    rbeta = np.asarray(r.beta, np.float64)[:4, :W]
+    beta0 = beta0[:W]
     check_constraints(ru, rv)
     assert not np.any(ru & (rbeta <= 0))  # no dead specific word is left
     b = np.where(ru, rbeta, beta0[None, :])

@@ -402,7 +402,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         device, on_record, host = self._trackers()
         # On a mesh Θ is started on the devices, split by documents (em.place), the rest replicated;
         # locally its columns may be rounded up to a bucket (setup.theta_width: cut off on the host)
-        width = None if mesh is not None else setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T))
+        width = None if mesh is not None else setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T),
+                                                                   st.corpus.nnz)
         rows = None if mesh is not None else setup.phi_rows(st, reg, device)
         state = self._init_state(st, reg, aux, self._seed(ckpt), T, n_docs=None if mesh is None else 0, width=width,
                                  rows=rows)
@@ -702,7 +703,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         reg_b = _stack_trees([reg.with_coefs([Table(v) for v in tab]) for tab in tables])
         device, on_record, host = self._trackers()
         states = self._init_states(st, reg, aux, seeds, tops, T_max,
-                                   width=setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T_max)),
+                                   width=setup.theta_width(st.corpus.n_docs, reg, device, (st.n_rows, T_max),
+                                                           st.corpus.nnz),
                                    rows=setup.phi_rows(st, reg, device))
         reg.check(*_first_model(states.phi, states.theta))
         static = em.EMStatic(self._config(st, mask_topics=masked), device, st.corpus.n_words if device else None)
@@ -826,7 +828,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
         cfg = self._config(st, update_phi=False)._replace(doc_passes=0)
         # Θ's columns rounded up to a bucket where no Θ-term reads them (setup.theta_width): the
         # columns after the documents have no tokens and are cut off here
-        theta = host_array(em.infer_theta(phi, data, setup.theta_width(corpus.n_docs, reg, (), (st.n_rows, T)), reg,
+        width = setup.theta_width(corpus.n_docs, reg, (), (st.n_rows, T), corpus.nnz)
+        theta = host_array(em.infer_theta(phi, data, width, reg,
                                           n_iter=int(self.transform_iter), topic_alive=alive, aux=aux,
                                           cfg=cfg))[:, :corpus.n_docs]
         notes = []
@@ -838,8 +841,8 @@ class ARTM(PartialFitMixin, TopicModelBase):
             # model's own word for them is Θ of eq. 16 without those terms
             sub = corpus.subset(bare)
             src_b, _ = setup.weighted_entries(sub, st.weights, st.row_mod[: sub.n_words])
-            plain = host_array(em.infer_theta(phi, setup.device_data(src_b, self.chunk),
-                                              setup.theta_width(sub.n_docs, Regularizer([])), Regularizer([]),
+            width_b = setup.theta_width(sub.n_docs, Regularizer([]), nnz=sub.nnz)
+            plain = host_array(em.infer_theta(phi, setup.device_data(src_b, self.chunk), width_b, Regularizer([]),
                                               n_iter=int(self.transform_iter), topic_alive=alive, aux=aux,
                                               cfg=cfg))[:, :sub.n_docs]
             theta = theta.copy()

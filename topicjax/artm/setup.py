@@ -173,7 +173,7 @@ def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
     return layout.prepare(src, chunk, dtype=dtype, with_doc=False, buckets=layout.buckets_on())
 
 
-def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None) -> int:
+def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None, nnz: int = 0) -> int:
     """Columns of Θ in the compiled programs of a local fit or ``transform`` of ``n_docs``
     documents: :func:`topicjax.core.layout.bucket_size` of it (at most 12.5 % more, or up to 15 more
     columns, :data:`~topicjax.core.layout.DOC_STEP`), so that corpora of similar size share one
@@ -182,7 +182,9 @@ def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None) -> int:
     The columns after the documents are no document: θ = 0 and ``doc_alive`` = 0 from the start
     (``ARTM._init_batch``), no token, so neither Φ, the documents' Θ, the likelihood nor the
     history change, and the estimators drop them on the host.  Exact (``n_docs``) when buckets are
-    off (``TOPICJAX_BUCKETS=off``) and whenever something in the program reads Θ as a whole:
+    off (``TOPICJAX_BUCKETS=off``), for a corpus of more than
+    :data:`~topicjax.core.layout.BUCKET_MAX_NONZEROS` non-zeros ``nnz`` (its passes dwarf the
+    programs' build) and whenever something in the program reads Θ as a whole:
 
     * a regularizer term whose function reads Θ (found by tracing it at Φ of ``phi_shape`` and Θ
       of ``n_docs`` columns: every plain ``R(phi, theta)`` that uses ``theta``, ``sparse_theta``,
@@ -194,7 +196,7 @@ def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None) -> int:
       zeros over its columns).
     """
     n_docs = int(n_docs)
-    if device_scores or not layout.buckets_on():
+    if device_scores or not layout.buckets_on() or int(nnz) > layout.BUCKET_MAX_NONZEROS:
         return n_docs
     if reg.terms:
         if phi_shape is None:
@@ -226,13 +228,15 @@ def phi_rows(st: Structure, reg, device_scores=()) -> int:
 
     The rows after the words are no word: zero in the initial Φ (:func:`topicjax.artm.algorithm.init`'s
     ``real_words``), no token, so no step gives them mass, and the estimators drop them on the host.
-    Exact when buckets are off (``TOPICJAX_BUCKETS=off``) and whenever something reads Φ as a
-    whole or its rows are more than one distribution: a regularizer term (what ``R(phi, theta)``
+    Exact when buckets are off (``TOPICJAX_BUCKETS=off``), for a corpus ``st.corpus`` of more than
+    :data:`~topicjax.core.layout.BUCKET_MAX_NONZEROS` non-zeros, and whenever something reads Φ as
+    a whole or its rows are more than one distribution: a regularizer term (what ``R(phi, theta)``
     sees must be the model's Φ), a score computed on the device, several modalities or classes
     (Ψ's rows follow the words').
     """
     n = int(st.n_rows)
-    if reg.terms or device_scores or len(st.mod_names) > 1 or st.classes or not layout.buckets_on():
+    if (reg.terms or device_scores or len(st.mod_names) > 1 or st.classes or not layout.buckets_on()
+            or st.corpus.nnz > layout.BUCKET_MAX_NONZEROS):
         return n
     return layout.bucket_size(n, layout.DOC_STEP)
 

@@ -26,7 +26,7 @@ A variable set to an empty (or blank) string counts as unset.
                             ``~/.cache/topicjax/jax``; read when the engine loads
                             (:mod:`topicjax.core.compiled`), never refused (a folder that cannot be
                             written warns once)
-``TOPICJAX_BUCKETS``        shapes of PLSA/ARTM fits rounded up to buckets
+``TOPICJAX_BUCKETS``        shapes of PLSA/ARTM/PTM/TTMM fits rounded up to buckets
                             (:func:`topicjax.core.layout.bucket_size`): ``on`` or ``1`` (default),
                             ``off`` or ``0`` (any case): every program has its corpus's exact shapes
 ``XLA_FLAGS``               read by the command line only: its

@@ -51,6 +51,12 @@ BUCKET_BITS = 3
 PIECE_STEP = 64
 #: Θ's columns of a bucketed fit are a multiple of this (:func:`bucket_size`).
 DOC_STEP = 16
+#: Shapes are rounded up to buckets (:func:`prepare`, ``topicjax.artm.setup.theta_width`` and
+#: ``phi_rows``) only for corpora of at most this many non-zeros: there the compiled programs'
+#: build (seconds) is a large part of a fit and folds of similar size share them; a larger corpus
+#: keeps its exact shapes, since its passes dwarf the build and the padding would add up to 12.5 %
+#: of their work
+BUCKET_MAX_NONZEROS = 1 << 22
 #: The environment variable that turns the buckets of a fit's shapes off (:func:`buckets_on`).
 BUCKETS_ENV = "TOPICJAX_BUCKETS"
 #: entries placed per step of :func:`sliced_layout` (bounds its temporaries)
@@ -162,7 +168,8 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool 
     number of chunks) and the word mirror's chunks up to :func:`bucket_size`, with pieces of zero
     counts, so that corpora of similar size share one compiled E-step (at most 12.5 % more slots;
     the compiled CPU kernel skips zero counts).  The results are the exact layout's up to float
-    round-off (sums in another order).
+    round-off (sums in another order).  Corpora of more than :data:`BUCKET_MAX_NONZEROS` non-zeros
+    keep their exact layout.
     """
     nnz = corpus.nnz
     if nnz == 0:
@@ -172,6 +179,7 @@ def prepare(corpus, chunk: int | None = None, dtype=jnp.float32, with_doc: bool 
     width = PIECE if chunk is None else min(PIECE, int(chunk))
     offsets = np.asarray(corpus.doc_offsets, np.int64)
     n_pieces = int((-(-np.diff(offsets) // width)).sum())
+    buckets = buckets and nnz <= BUCKET_MAX_NONZEROS
     if buckets:
         n_pieces = bucket_size(n_pieces, PIECE_STEP)
     if chunk is None:

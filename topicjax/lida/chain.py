@@ -25,11 +25,10 @@ import numpy as np
 
 from topicjax.core import driver
 from topicjax.core.compiled import jit
-from topicjax.core.numerics import compensated_sum
-from .evaluate import Averages, _loglik_parts, _means_cfg, _sample_means, accumulate_sample, collapsed_terms
+from .evaluate import Averages, _loglik_blocks, _loglik_totals, _means_cfg, _sample_means, add_sample, collapsed_terms
 from .hyper import histograms, hyper_step
 from .sampler import sweep
-from .state import HYPER, Config, Tokens, canonical, grow_state, init_state
+from .state import HYPER, Config, Tokens, canonical, grow_state, init_fit_state, init_state
 from .state import State as SamplerState
 from .validators import check_memory
 
@@ -38,8 +37,9 @@ __all__ = ["State", "Static", "Args", "init", "step", "ALGORITHM", "to_host", "f
 
 class State(NamedTuple):
     """A chain between sweeps: the sampler state (:class:`topicjax.lida.state.State`) and its
-    configuration (K_max and the phantom rows grow), the posterior sums (``None`` before the
-    burn-in ends) and the hyperparameter trace (one list per hyperparameter, one value per sweep)."""
+    configuration (K_max and the phantom rows grow), the posterior sums (``None`` before the first
+    sweep, zero until ``burn_in``) and the hyperparameter trace (one list per hyperparameter, one
+    value per sweep)."""
 
     state: SamplerState
     cfg: Config
@@ -74,53 +74,80 @@ class Args(NamedTuple):
     corpus: object
 
 
-#: ``jax.random.fold_in`` compiled once (a sweep's key from the chain's key and its index)
-_fold_in = jit(jax.random.fold_in)
+#: positions in the record vector of :func:`_post_jit`: the hyperparameters (in :data:`HYPER`
+#: order), the live topics, then the float32 terms of the objective and (fits with ``eval_every``)
+#: the block totals of the training log-likelihood, each summed on the host in float64 (a
+#: compensated sum on the device compiles a kernel per level of its pairwise tree: 0.8 s of a
+#: program's 5 s at XLA's default settings)
+_LIVE, _OBJ = len(HYPER), len(HYPER) + 1
 
-#: positions in the record vector of :func:`_post`: the hyperparameters (in :data:`HYPER` order),
-#: the objective as a double-float, the live topics, then (evaluated sweeps) the training
-#: log-likelihood as a double-float
-_OBJ, _LIVE, _LL = len(HYPER), len(HYPER) + 2, len(HYPER) + 3
 
-
-def _post(state: SamplerState, k_hyp, it: int, tokens: Tokens, cfg: Config, hyper: bool):
-    """Everything of sweep ``it`` after its tokens that the record needs, one compiled program:
+def _post(state: SamplerState, avg: Averages, k_hyp, it: int, tokens: Tokens, cfg: Config, *, hyper: bool,
+          accumulate: bool, evaluate: bool, loglik: bool):
+    """Everything of sweep ``it`` after its tokens, one compiled program for every sweep of a fit:
     the hyperparameters (when ``hyper``; their key folded from ``k_hyp`` and ``it`` inside), the
-    objective (:func:`~topicjax.lida.evaluate.collapsed_loglik`) and the live topics.  The count
-    histograms are taken once, for the α and β updates and the objective.  Returns the new state
-    and the record vector (float32: see :data:`_OBJ`), which the host fetches once."""
+    objective's terms (:func:`~topicjax.lida.evaluate.collapsed_terms`), the live topics, the
+    posterior sums (when ``accumulate``: ``avg`` plus the sample's means, written in place, ``avg``
+    donated) and, when ``evaluate``, the block totals of the training log-likelihood of the
+    sample's means.  The three switches are traced (``lax.cond``): the sweeps before and after
+    ``hyper_start`` and ``burn_in`` and the evaluated ones run the same program; ``loglik`` (the
+    fit evaluates at all) is static.  Returns the new state, the sums and the record vector
+    (float32, :func:`_read`), which the host fetches once."""
     cfg = canonical(cfg)
-    if not hyper:
-        cfg = replace(cfg, sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0))
+    if not cfg.sample:
+        cfg = replace(cfg, eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0))
     if "alpha" not in cfg.sample:  # the objective reads the histogram of n_vk only
         cfg = replace(cfg, max_doc_len=0)
-    hyper, rec = _post_jit(state, k_hyp, np.int32(it), tokens, cfg)
-    return state._replace(**hyper), rec
+    flags = np.array([it, hyper, accumulate, evaluate], np.int32)  # one transfer
+    hyper_vals, avg, rec = _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik)
+    return state._replace(**hyper_vals), avg, rec
 
 
-@partial(jit, static_argnames=("cfg",))
-def _post_jit(state, k_hyp, it, tokens, cfg):
-    # the hyperparameters alone come back: returning the state would copy its tables
-    h_dk, h_wk = histograms(state, cfg, tokens)
+@partial(jit, static_argnames=("cfg", "loglik"), donate_argnums=1)
+def _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik):
+    it, on = flags[0], flags[1:] > 0
+    h_wk = histograms(state, replace(cfg, max_doc_len=0), tokens)[1]
     if cfg.sample:
-        state = hyper_step(jax.random.fold_in(k_hyp, it), state, cfg, tokens, (h_dk, h_wk))
+        def update(state):
+            h_dk = histograms(state, replace(cfg, max_word_count=0), tokens)[0]
+            new = hyper_step(jax.random.fold_in(k_hyp, it), state, cfg, tokens, (h_dk, h_wk))
+            return tuple(getattr(new, h) for h in HYPER)
+
+        stored = jax.lax.cond(on[0], update, lambda state: tuple(getattr(state, h) for h in HYPER), state)
         # the objective reads the hyperparameters as stored: XLA would otherwise recompute β's
         # exp inside the objective's fusions, where its last bit can differ (and Wβ's log-gamma
         # with it, 0.03 per topic at β ~ 10^3 in float32)
-        stored = jax.lax.optimization_barrier(tuple(getattr(state, h) for h in HYPER))
+        stored = jax.lax.optimization_barrier(stored)
         state = state._replace(**dict(zip(HYPER, stored)))
-    hi, lo = compensated_sum(collapsed_terms(state, cfg, h_wk))
+    terms = collapsed_terms(state, cfg, h_wk)
     live = jnp.sum(state.n_k > 0, dtype=jnp.int32)
-    rec = jnp.stack([*(jnp.asarray(getattr(state, h), jnp.float32) for h in HYPER), hi, lo, live.astype(jnp.float32)])
-    return {h: getattr(state, h) for h in HYPER if h in cfg.sample}, rec
+    n_ll = _loglik_blocks(tokens.doc.shape[0]) if loglik else 0
+    mcfg = _means_cfg(cfg)
+
+    def means(avg):
+        # one pass for the sums and the evaluation: the sample's means are taken once
+        phi, theta, lv = _sample_means(state, mcfg, tokens.n_d)
+        avg = jax.lax.cond(on[1], lambda a: add_sample(a, phi, theta, lv), lambda a: a, avg)
+        if not loglik:
+            return avg, jnp.zeros((0,), jnp.float32)
+        ll = jax.lax.cond(on[2], lambda: _loglik_totals(phi, theta, tokens.doc, tokens.word),
+                          lambda: jnp.zeros((n_ll,), jnp.float32))
+        return avg, ll
+
+    avg, ll = jax.lax.cond(on[1] | on[2], means, lambda a: (a, jnp.zeros((n_ll,), jnp.float32)), avg)
+    rec = jnp.concatenate([jnp.stack([*(jnp.asarray(getattr(state, h), jnp.float32) for h in HYPER),
+                                      live.astype(jnp.float32)]), terms.astype(jnp.float32), ll])
+    return {h: getattr(state, h) for h in HYPER if h in cfg.sample}, avg, rec
 
 
-@partial(jit, static_argnames=("cfg",))
-def _evaluate_jit(state, rec, tokens, cfg):
-    """The record vector with the training log-likelihood of the sample's means appended."""
-    phi, theta, _ = _sample_means(state, cfg, tokens.n_d)
-    hi, lo = _loglik_parts(phi, theta, tokens.doc, tokens.word)
-    return jnp.concatenate([rec, jnp.stack([hi, lo])])
+def _read(vals: np.ndarray, n_ll: int) -> tuple[dict, float, int, float]:
+    """The record vector of :func:`_post_jit` on the host: the hyperparameters, the objective and
+    the training log-likelihood (float64 sums of their float32 terms; the latter meaningful only
+    on an evaluated sweep) and the live topics."""
+    vals = np.asarray(vals, np.float64)
+    end = len(vals) - n_ll
+    return ({h: float(vals[i]) for i, h in enumerate(HYPER)}, float(np.sum(vals[_OBJ:end])), int(vals[_LIVE]),
+            float(np.sum(vals[end:])))
 
 
 def init(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int, theta_init=None) -> State:
@@ -145,6 +172,14 @@ def init(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int, theta_
     (4, True)
     """
     return State(init_state(key, tokens, cfg, hyper, init_topics, theta_init), cfg, None, {h: [] for h in HYPER})
+
+
+def init_fit(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int) -> tuple[State, tuple]:
+    """:func:`init` (random initial assignment) from a fit's ``key``, and the fit's keys
+    ``(transform seed, hyperparameter key, chain key)``: one compiled program
+    (:func:`topicjax.lida.state.init_fit_state`)."""
+    state, keys = init_fit_state(key, tokens, cfg, hyper, init_topics)
+    return State(state, cfg, None, {h: [] for h in HYPER}), keys
 
 
 def zero_sums(cfg: Config) -> Averages:
@@ -177,10 +212,10 @@ def step(chain: State, iteration: int, args: Args, static: Static) -> tuple[Stat
     W = static.n_words
     memory = dict(static.memory)
     it = iteration - 1  # the sweep's index: its key is folded from it, so a resumed chain draws the same
-    k_it = _fold_in(key, it)
+    it32 = np.int32(it)
     while True:
         # without activations nothing can overflow, so the old state is not needed
-        new = sweep(state, k_it, tokens, cfg, donate=not (cfg.focused or cfg.sparse))
+        new = sweep(state, key, tokens, cfg, donate=not (cfg.focused or cfg.sparse), it=it32)
         if not (cfg.focused or cfg.sparse):
             break
         of_t, of_w = (int(x) for x in jax.device_get((new.overflow_topics, new.overflow_words)))
@@ -200,22 +235,21 @@ def step(chain: State, iteration: int, args: Args, static: Static) -> tuple[Stat
         if avg is not None:
             avg = _grow_sums(avg, cfg)
     state = new
-    # one compiled program for the hyperparameters, the objective and the live topics, one for
-    # the posterior sums and, every eval_every sweeps, one for the training likelihood: dispatched
-    # in turn, their record fetched once
-    state, rec = _post(state, k_hyp, it, tokens, cfg, it >= static.hyper_start)
-    evaluate = static.eval_every and ((it + 1) % static.eval_every == 0 or it == static.max_iter - 1)
-    if it >= static.burn_in:
-        avg = accumulate_sample(avg if avg is not None else zero_sums(cfg), state, cfg, tokens.n_d)
-    if evaluate:
-        rec = _evaluate_jit(state, rec, tokens, _means_cfg(cfg))
-    vals = np.asarray(jax.device_get(rec), np.float64)  # the sweep's one wait for the device
-    trace = {h: trace[h] + [float(vals[i])] for i, h in enumerate(HYPER)}
+    # one compiled program after the sweep for the hyperparameters, the objective, the live topics,
+    # the posterior sums and the training likelihood, its record fetched once; the sums are held
+    # from the first sweep (zero until burn_in), so that every sweep runs that same program
+    evaluate = bool(static.eval_every) and ((it + 1) % static.eval_every == 0 or it == static.max_iter - 1)
+    loglik = bool(static.eval_every)
+    state, avg, rec = _post(state, avg if avg is not None else zero_sums(cfg), k_hyp, it, tokens, cfg,
+                            hyper=it >= static.hyper_start, accumulate=it >= static.burn_in, evaluate=evaluate,
+                            loglik=loglik)
+    n_ll = _loglik_blocks(tokens.doc.shape[0]) if loglik else 0
+    hypers, objective, live, ll = _read(jax.device_get(rec), n_ll)  # the sweep's one wait for the device
+    trace = {h: trace[h] + [hypers[h]] for h in HYPER}
     # a topic is live while it holds tokens: an FTM/LIDA slot can stay active in documents
     # (theta_bar) with none, its Φ then the prior alone (issue 45)
-    rec = {"objective": float(vals[_OBJ] + vals[_OBJ + 1]), "n_topics": int(vals[_LIVE])}
+    rec = {"objective": objective, "n_topics": live}
     if evaluate:
-        ll = float(vals[_LL] + vals[_LL + 1])
         rec["log_likelihood"] = ll
         rec["perplexity"] = float(np.exp(-ll / corpus.n_tokens))
     return State(state, cfg, avg, trace), rec

@@ -142,9 +142,21 @@ def loglik_tokens(phi, theta, doc, word):
 
 def _loglik_parts(phi, theta, doc, word):
     """The total of :func:`loglik_tokens` as a double-float ``(hi, lo)`` (traced)."""
+    return compensated_sum(_loglik_totals(phi, theta, doc, word))
+
+
+def _loglik_blocks(n_tokens: int) -> int:
+    """The number of blocks of :func:`_loglik_totals` over ``n_tokens`` tokens."""
+    return -(-n_tokens // max(1, min(BLOCK, n_tokens)))
+
+
+def _loglik_totals(phi, theta, doc, word):
+    """The block totals of :func:`loglik_tokens`, float32 ``(_loglik_blocks(N),)`` (traced): a
+    caller that sums them on the host in float64 compiles no compensated summation tree (its
+    pairwise levels were most of the evaluation's compile time)."""
     N = doc.shape[0]
     blk = max(1, min(BLOCK, N))
-    n_blocks = -(-N // blk)
+    n_blocks = _loglik_blocks(N)
 
     def body(i, totals):
         start = i * blk
@@ -155,8 +167,7 @@ def _loglik_parts(phi, theta, doc, word):
         new = (s0 + jnp.arange(blk)) >= start
         return totals.at[i].set(jnp.sum(jnp.where(new, jnp.log(jnp.maximum(p, 1e-30)), 0.0)))
 
-    totals = jax.lax.fori_loop(0, n_blocks, body, jnp.zeros((n_blocks,), phi.dtype))
-    return compensated_sum(totals)
+    return jax.lax.fori_loop(0, n_blocks, body, jnp.zeros((n_blocks,), phi.dtype))
 
 
 def collapsed_loglik(state: State, cfg: Config) -> float:
@@ -169,9 +180,9 @@ def collapsed_loglik(state: State, cfg: Config) -> float:
     tokens contribute 0.  The objective of :class:`~topicjax.lida.LIDA`'s ``history_`` (the
     monitor of Griffiths & Steyvers 2004), no (tokens x topics) array: the second sum from the
     histogram of the counts n_vk (:func:`collapsed_terms`; O(W K) per cell otherwise, when
-    ``cfg.max_word_count`` is 0), totalled with compensation (about float64 precision)."""
-    hi, lo = _collapsed_jit(state, replace(_means_cfg(cfg), max_word_count=cfg.max_word_count))
-    return float(np.float64(hi) + np.float64(lo))
+    ``cfg.max_word_count`` is 0), its float32 terms totalled on the host in float64."""
+    terms = _collapsed_jit(state, replace(_means_cfg(cfg), max_word_count=cfg.max_word_count))
+    return float(np.sum(np.asarray(terms, np.float64)))
 
 
 def collapsed_terms(state: State, cfg: Config, h_wk=None):
@@ -195,7 +206,7 @@ def collapsed_terms(state: State, cfg: Config, h_wk=None):
 @partial(jit, static_argnames=("cfg",))
 def _collapsed_jit(state: State, cfg: Config):
     h_wk = count_histogram(state.n_wk, cfg.max_word_count + 1) if cfg.max_word_count else None
-    return compensated_sum(collapsed_terms(state, cfg, h_wk))
+    return collapsed_terms(state, cfg, h_wk)
 
 
 def no_evidence(doc_freq, n_docs: int, delta: float, sigma: float, focused: bool) -> np.ndarray:

@@ -54,8 +54,10 @@ __all__ = ["BACKENDS", "DRAWS", "available", "load_error", "get_backend", "set_b
 BACKENDS = environment.LIDA_BACKENDS
 #: the kernel's draws of a token's conditional: ``"dense"`` sums it over the active topics in the XLA
 #: sweep's order (the same uniform picks the same topic there); ``"sparse"`` (LDA only) splits it into
-#: β Σ_k q_k and the word's topics' part (SparseLDA), O(topics of the word) a token; ``"auto"``: sparse
-#: for LDA (no Θ̄, no Φ̄), dense otherwise.
+#: β Σ_k q_k and the word's topics' part (SparseLDA), O(topics of the word) a token; ``"auto"``: for LDA
+#: (no Θ̄, no Φ̄) the sparse draw, or the dense one for a sweep whose word lists are long (a token's word
+#: holding more than K/3 topics on average: a chain's first sweeps, a corpus of few, frequent words),
+#: dense otherwise.
 DRAWS = ("auto", "dense", "sparse")
 
 _STATE = {"backend": None, "draw": "auto"}
@@ -92,8 +94,8 @@ def get_draw() -> str:
 
 
 def set_draw(name: str) -> str:
-    """Choose the compiled kernel's draw, ``"auto"`` (the default: sparse for LDA), ``"dense"`` or
-    ``"sparse"``; returns the previous choice.  A static argument of the compiled sweep, like the
+    """Choose the compiled kernel's draw, ``"auto"`` (the default: for LDA sparse, or dense for a
+    sweep whose word lists are long), ``"dense"`` or ``"sparse"``; returns the previous choice.  A static argument of the compiled sweep, like the
     backend: switching reuses each program."""
     if name not in DRAWS:
         raise ValueError(f"draw must be one of {list(DRAWS)}, got {name!r}")
@@ -191,13 +193,16 @@ def set_threads(n: int | None = None) -> int:
     return core_kernels.set_threads(n)
 
 
-def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar, draw: str = "auto"):
+def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_bar, draw: str = "auto", *,
+                 _portable: bool = False):
     """The kernel's sweep: (z, n_dk, n_wk, n_k), as :func:`~topicjax.lida.parallel.assign_parallel`.
 
     ``draw`` (:data:`DRAWS`): both draws sample each token from the same conditional (35)-(38); they
     map a uniform to a topic in other orders, so their chains agree in distribution, not in bits.
     The sparse draw keeps each word's list of topics (at most min(V K, N) int32 entries, in the
-    compiled module, kept between sweeps).
+    compiled module, kept between sweeps) and sums a word's part in chunks of 16 topics, with
+    AVX-512 where the CPU has it; ``_portable=True`` (tests) runs its portable arithmetic, which
+    gives the same bits.
 
     Raises:
         ValueError: an unknown ``draw``, or ``"sparse"`` for a variant with Θ̄ or Φ̄.
@@ -216,5 +221,5 @@ def sweep_kernel(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_
                phi_bar.astype(bool), denominator(state, cfg, phi_bar), tokens.blocks.docs,
                jnp.asarray(state.alpha, jnp.float32), jnp.asarray(state.beta, jnp.float32), seed,
                focused=np.int32(cfg.focused), sparse=np.int32(cfg.sparse),
-               draw=np.int32(sparse_draw))
+               draw=np.int32(0 if not sparse_draw else 2 if _portable else 1 if draw == "sparse" else 3))
     return tuple(out)

@@ -20,19 +20,16 @@ from .evaluate import accumulate, gibbs_fold_in, no_evidence
 from . import kernel
 from .ibp import ibp_sample
 from . import chain
-from .state import HYPER, MODES, VARIANTS, Config, make_tokens, pow2
+from .state import HYPER, MODES, VARIANTS, Config, _fit_keys, make_tokens, pow2
 from .validators import check_memory, discount, gamma_prior, hyper_names, memory_limit, memory_needed, topic_slots
 
 __all__ = ["LIDA"]
 
 
-@jit
-def _chain_keys(key):
-    """``(transform seed, init key, hyperparameter key, chain key)`` of a fit's key, in one
-    program: the transform's seed is apart from the chain's keys."""
-    k_tr = jax.random.fold_in(key, 0x7E57)
-    k_init, k_hyp, chain_key = jax.random.split(key, 3)
-    return jax.random.bits(k_tr, (), jnp.uint32), k_init, k_hyp, chain_key
+#: ``(transform seed, init key, hyperparameter key, chain key)`` of a fit's key, in one program
+#: (a fit without ``init="ibp"`` derives them in its initial state's program instead:
+#: :func:`topicjax.lida.state.init_fit_state`)
+_chain_keys = jit(_fit_keys)
 
 
 class LIDA(TopicModelBase):
@@ -326,8 +323,11 @@ class LIDA(TopicModelBase):
         cfg = self._config(corpus, K, W + n_phantom)
         init_topics = self.init_topics or (K if self.variant in ("lda", "sstm") else min(K, 20))
         hyper = {h: getattr(self, h) for h in HYPER}
-        seed_tr, k_init, k_hyp, key = _chain_keys(key)
-        state = chain.init(k_init, tokens, cfg, hyper, init_topics, theta_init)
+        if theta_init is None:  # the keys and the initial state in one program
+            state, (seed_tr, k_hyp, key) = chain.init_fit(key, tokens, cfg, hyper, init_topics)
+        else:
+            seed_tr, k_init, k_hyp, key = _chain_keys(key)
+            state = chain.init(k_init, tokens, cfg, hyper, init_topics, theta_init)
         burn_in = self.max_iter // 2 if self.burn_in is None else min(int(self.burn_in), self.max_iter - 1)
         hyper_start = self.max_iter // 4 if self.hyper_start is None else int(self.hyper_start)
         static = chain.Static(grow=self.grow, burn_in=burn_in, hyper_start=hyper_start, eval_every=int(self.eval_every),

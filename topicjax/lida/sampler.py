@@ -179,22 +179,25 @@ def _normalised(cfg: Config) -> Config:
 
 def mask_step(state: State, key, tokens: Tokens, cfg: Config):
     """Topic and word activations of one sweep: (theta_bar, phi_bar, overflow_topics, overflow_words)."""
-    return _masks_jit(state, key, tokens, _normalised(cfg))
+    return _masks_jit(state, key, tokens, _normalised(cfg))[:4]
 
 
 @partial(jit, static_argnames=("cfg",))
-def _masks_jit(state: State, key, tokens: Tokens, cfg: Config):
-    k_t, k_w, _ = jax.random.split(key, 3)
+def _masks_jit(state: State, key, tokens: Tokens, cfg: Config, it=None):
+    k_t, k_w, _ = jax.random.split(_sweep_key(key, it), 3)
     theta_bar, phi_bar = state.theta_bar, state.phi_bar
     of_t = of_w = jnp.int32(0)
     if cfg.focused:
         theta_bar, of_t = topic_step(k_t, state, tokens, cfg)
     if cfg.sparse:
         phi_bar, of_w = word_step(k_w, state, theta_bar, cfg)
-    return theta_bar, phi_bar, of_t.astype(jnp.int32), of_w.astype(jnp.int32)
+    # the busiest document's active topics (the XLA sweep's list length), here rather than in
+    # eager operations that would compile programs of their own
+    busiest = jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32))
+    return theta_bar, phi_bar, of_t.astype(jnp.int32), of_w.astype(jnp.int32), busiest
 
 
-def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) -> State:
+def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False, it=None) -> State:
     """One iteration of Algorithm 1 without the hyperparameters (see
     :func:`~topicjax.lida.hyper.hyper_update`): topic activations, word activations and topic
     assignments in ``cfg.mode``.
@@ -204,7 +207,11 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     compiled kernel runs the sweep, that saves copying z, n_dk and n_wk (about 6 MB on KOS at K =
     100, a few percent of a sweep).  It applies where the sweep is one compiled call (the kernel,
     the exact and stale modes, variants without topic activations); otherwise the state is left
-    alone."""
+    alone.
+
+    ``it``: a sweep index (an int32 scalar); when given, the sweep's key is
+    ``jax.random.fold_in(key, it)``, folded inside the sweep's program (a chain's sweeps then
+    compile no program of their own for it: :func:`topicjax.lida.chain.step`)."""
     cfg = _normalised(cfg)
     if tokens.by_word is None and (cfg.mode == "stale" or cfg.mh_steps):
         raise ValueError(f"the {cfg.mode!r} sweep{' with MH steps' if cfg.mh_steps else ''} reads per-token arrays "
@@ -216,20 +223,26 @@ def sweep(state: State, key, tokens: Tokens, cfg: Config, donate: bool = False) 
     if cfg.mode != "parallel" or not cfg.focused or backend != "xla":
         # the kernel's draw (kernel.set_draw): static, like the backend
         draw = kernel.get_draw() if backend == "ffi" else "auto"
-        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, backend, draw)
+        return (_sweep_jit_donated if donate else _sweep_jit)(state, key, tokens, cfg, 0, backend, draw, it)
     # the active-topic lists are as long as the busiest document (a power of two: few compilations)
-    theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
+    theta_bar, phi_bar, of_t, of_w, busiest = _masks_jit(state, key, tokens, cfg, it)
     # (at least 32: the first sweeps of a chain would otherwise compile for 1, 2, 4, ... topics)
-    n_active = min(cfg.n_topics, max(32, pow2(int(jnp.max(jnp.sum(theta_bar, axis=1, dtype=jnp.int32))))))
+    n_active = min(cfg.n_topics, max(32, pow2(int(busiest))))
     masked = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
-    return _assign_jit(masked, key, tokens, cfg, n_active, "xla")
+    return _assign_jit(masked, key, tokens, cfg, n_active, "xla", "auto", it)
 
 
 def _sweep_one_call(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str,
-                    draw: str = "auto") -> State:
-    theta_bar, phi_bar, of_t, of_w = _masks_jit(state, key, tokens, cfg)
+                    draw: str = "auto", it=None) -> State:
+    key = _sweep_key(key, it)
+    theta_bar, phi_bar, of_t, of_w, _ = _masks_jit(state, key, tokens, cfg)
     state = state._replace(theta_bar=theta_bar, phi_bar=phi_bar, overflow_topics=of_t, overflow_words=of_w)
     return _assign_jit(state, key, tokens, cfg, n_active, backend, draw)
+
+
+def _sweep_key(key, it):
+    """The sweep's key: ``key`` itself, or folded with the sweep index ``it`` (traced)."""
+    return key if it is None else jax.random.fold_in(key, it)
 
 
 _sweep_jit = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "backend", "draw"))
@@ -238,8 +251,8 @@ _sweep_jit_donated = jit(_sweep_one_call, static_argnames=("cfg", "n_active", "b
 
 @partial(jit, static_argnames=("cfg", "n_active", "backend", "draw"))
 def _assign_jit(state: State, key, tokens: Tokens, cfg: Config, n_active: int, backend: str = "xla",
-                draw: str = "auto") -> State:
-    k_z = jax.random.split(key, 3)[2]
+                draw: str = "auto", it=None) -> State:
+    k_z = jax.random.split(_sweep_key(key, it), 3)[2]
     if cfg.mode == "exact":
         out = assign_exact(k_z, state, tokens, cfg, state.theta_bar, state.phi_bar)
     elif cfg.mode == "stale":

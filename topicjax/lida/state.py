@@ -185,7 +185,9 @@ def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
     Word masks are Φ̄ = (counts > 0) where sampled."""
     K, D, V, W = cfg.n_topics, cfg.n_docs, cfg.n_rows, cfg.n_words
     if theta_init is None:
-        z = uniform_topics(key, tokens.doc.shape[0], init_topics)
+        tables, _ = _init_jit(key, tokens.doc, tokens.word, (D, V, W, K), int(init_topics), cfg.focused, cfg.sparse,
+                              False)
+        return _with_hyper(tables, hyper)
     else:
         theta_init = np.asarray(theta_init, bool)
         if theta_init.shape != (D, K):
@@ -210,10 +212,51 @@ def init_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int,
         phi_bar = n_wk > 0
     else:
         phi_bar = jax.device_put(np.ascontiguousarray(np.broadcast_to((np.arange(V) < W)[:, None], (V, K))))
+    return _with_hyper((z, n_dk, n_wk, n_k, theta_bar, phi_bar), hyper)
+
+
+def _with_hyper(tables, hyper: dict) -> State:
+    """The state of ``tables`` ``(z, n_dk, n_wk, n_k, theta_bar, phi_bar)`` and the hyperparameters
+    (host scalars transferred, no program), no overflow."""
     f = lambda name: jax.device_put(np.float32(hyper[name]))
-    return State(z, n_dk, n_wk, n_k, theta_bar, phi_bar, f("alpha"), f("beta"), f("eta"), f("delta"),
-                 f("gamma"), f("xi"), jax.device_put(np.int32(0)),
-                 jax.device_put(np.int32(0)))
+    return State(*tables, f("alpha"), f("beta"), f("eta"), f("delta"), f("gamma"), f("xi"),
+                 jax.device_put(np.int32(0)), jax.device_put(np.int32(0)))
+
+
+def _fit_keys(key):
+    """``(transform seed, init key, hyperparameter key, chain key)`` of a fit's key (traced): the
+    transform's seed is apart from the chain's keys."""
+    k_tr = jax.random.fold_in(key, 0x7E57)
+    k_init, k_hyp, chain_key = jax.random.split(key, 3)
+    return jax.random.bits(k_tr, (), jnp.uint32), k_init, k_hyp, chain_key
+
+
+@partial(jit, static_argnames=("dims", "init_topics", "focused", "sparse", "fit_key"))
+def _init_jit(key, doc, word, dims, init_topics: int, focused: bool, sparse: bool, fit_key: bool):
+    """The initial tables of :func:`init_state` without ``theta_init`` in one program: assignments
+    uniform over the first ``init_topics`` slots, their counts and the masks (``dims`` =
+    ``(D, V, W, K)``).  With ``fit_key``, ``key`` is a fit's key: its keys (:func:`_fit_keys`)
+    are derived here too and returned after the tables (the initial assignment from its init
+    key); else ``()``."""
+    D, V, W, K = dims
+    keys = ()
+    if fit_key:
+        seed, key, k_hyp, chain_key = _fit_keys(key)
+        keys = (seed, k_hyp, chain_key)
+    z = uniform_topics(key, doc.shape[0], init_topics)
+    n_dk, n_wk, n_k = count_tables(z, doc, word, D, V, K)
+    theta_bar = n_dk > 0 if focused else jnp.ones((D, K), bool)
+    phi_bar = n_wk > 0 if sparse else jnp.broadcast_to((jnp.arange(V) < W)[:, None], (V, K))
+    return (z, n_dk, n_wk, n_k, theta_bar, phi_bar), keys
+
+
+def init_fit_state(key, tokens: Tokens, cfg: Config, hyper: dict, init_topics: int):
+    """:func:`init_state` without ``theta_init`` from a fit's ``key``: ``(state, (transform seed,
+    hyperparameter key, chain key))``, the keys those of :func:`_fit_keys` and the state that of
+    ``init_state(init key, ...)``, all in one compiled program."""
+    tables, keys = _init_jit(key, tokens.doc, tokens.word, (cfg.n_docs, cfg.n_rows, cfg.n_words, cfg.n_topics),
+                             int(init_topics), cfg.focused, cfg.sparse, True)
+    return _with_hyper(tables, hyper), keys
 
 
 def grow_state(state: State, cfg: Config, n_topics: int | None = None, n_rows: int | None = None):

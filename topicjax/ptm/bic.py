@@ -215,11 +215,14 @@ def effective_beta(u, beta, beta0):
     return jnp.where(u, beta, beta0[None, :]).T
 
 
-def structure_costs(u, v, doc_length, topic_mask, kind: str):
+def structure_costs(u, v, doc_length, topic_mask, kind: str, doc_mask=None, word_mask=None):
     """Cost pieces that depend on the switches only (everything but the likelihood).
 
     Returns ``(doc_cost (D,), topic_cost (P,), word_cost (N,), n_specific, n_topics)``.
-    ``v`` is ``(D, P)``, ``u`` is ``(P, N)``.
+    ``v`` is ``(D, P)``, ``u`` is ``(P, N)``.  ``doc_mask`` ``(D,)`` bool (default: all): the
+    rows that are documents; the others (padding up to a bucket, no topic, length 0) cost 0, so
+    that the BIC's ``D log M`` and per-document terms count the real documents only;
+    ``word_mask`` ``(N,)`` likewise for the words (2020's per-word terms).
     """
     tm = topic_mask
     M = jnp.sum(tm).astype(jnp.float32)
@@ -229,6 +232,8 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
     L = doc_length.astype(jnp.float32)
     log_binom = gammaln(M + 1.0) - gammaln(Md + 1.0) - gammaln(M - Md + 1.0)
     doc_cost = jnp.log(M) + log_binom + 0.5 * (Md - 1.0) * (jnp.log(L) - LOG_2PI)
+    if doc_mask is not None:
+        doc_cost = jnp.where(doc_mask, doc_cost, 0.0)
     lbar = jnp.sum(jnp.where(vv, doc_length[:, None], 0), axis=0, dtype=jnp.int32)  # int: exact
     log_lbar = jnp.log(jnp.maximum(lbar, 1).astype(jnp.float32)) - LOG_2PI
     Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
@@ -239,6 +244,8 @@ def structure_costs(u, v, doc_length, topic_mask, kind: str):
         c0 = 0.5 * (jnp.log(jnp.sum(lbar).astype(jnp.float32)) - LOG_2PI)
         mixed = (k > 0) & (k.astype(jnp.float32) < M)
         word_cost = jnp.where(k.astype(jnp.float32) < M, c0, 0.0) + jnp.where(mixed, M * mixed_log_cost(kind), 0.0)
+        if word_mask is not None:
+            word_cost = jnp.where(word_mask, word_cost, 0.0)
     else:
         word_cost = jnp.zeros((n_words,), jnp.float32)
     return doc_cost, topic_cost, word_cost, jnp.sum(Nj), jnp.sum(tm)
@@ -325,12 +332,14 @@ def _half_log_lbar(lbar):
     return 0.5 * (jnp.log(jnp.maximum(lbar, 1).astype(jnp.float32)) - LOG_2PI)
 
 
-def u_flip_deltas_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014"):
+def u_flip_deltas_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_words=None):
     """Single-flip BIC changes of every word switch, ``(P, N)`` (2014 eq. 27-29).
 
     ``dBIC = dCost - dQ`` with ``dCost = s/2 log(Lbar_j / 2 pi) + M N [H(Nbar+/N) - H(Nbar-/N)] log
     2`` (the entropy part is zero for ``"2014-exact"``).  Flips that are not allowed are ``+inf``:
     padded topics, words with ``beta0 = 0``, and turning off the last specific word of a topic.
+    ``n_words`` (traced; default ``N = u.shape[1]``): the vocabulary's size in the entropy term
+    when the columns after it are a bucket's padding.
     """
     tm = topic_mask
     xbar, S, Nj = _topic_stats(x, u, beta0, tm)
@@ -340,7 +349,7 @@ def u_flip_deltas_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014"):
     cost = s * _half_log_lbar(lbar)[:, None]
     if kind == "2014":
         M = jnp.sum(tm).astype(jnp.float32)
-        T = M * u.shape[1]
+        T = M * (u.shape[1] if n_words is None else n_words)
         n0 = jnp.sum(Nj).astype(jnp.float32)
         cost = cost + jnp.where(s > 0, entropy_delta(n0, T, 1.0), entropy_delta(n0, T, -1.0))
     allowed = tm[:, None] & (beta0[None, :] > 0) & ~(uu & (Nj[:, None] <= 1))
@@ -363,7 +372,7 @@ def _best_prefix(total, valid):
     return k, t[k]
 
 
-def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_candidates: int = 16384):
+def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_candidates: int = 16384, n_words=None):
     """One round of word-switch updates for the 2014 BIC, accepting a batch of flips exactly.
 
     The ``n_candidates`` best single flips (by :func:`u_flip_deltas_2014`) are sorted; for every
@@ -372,11 +381,12 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     state, so the sum is the exact change of Q), the entropy term at the prefix's ``N0`` and the
     per-flip cost -- and the prefix with the most negative combined change is accepted (none if no
     prefix decreases the BIC).  Prefixes that would leave a topic without specific words are
-    never chosen.  Returns ``(u_new, n_accepted, combined_change)``.
+    never chosen.  Returns ``(u_new, n_accepted, combined_change)``.  ``n_words``: as in
+    :func:`u_flip_deltas_2014`.
     """
     P, N = u.shape
     tm = topic_mask
-    dbic = u_flip_deltas_2014(x, u, beta0, lbar, tm, kind)
+    dbic = u_flip_deltas_2014(x, u, beta0, lbar, tm, kind, n_words)
     K = min(int(n_candidates), P * N)
     # the K best single flips, ascending (lax.top_k, or its C++ equivalent on CPU: the same list)
     single, idx = ptm_kernels.smallest_negatives(dbic, K)
@@ -403,7 +413,7 @@ def select_u_flips_2014(x, u, beta0, lbar, topic_mask, kind: str = "2014", n_can
     if kind == "2014":
         M = jnp.sum(tm).astype(jnp.float32)
         n0 = jnp.sum(Nj).astype(jnp.float32)
-        total = total + entropy_delta(n0, M * N, jnp.cumsum(s))
+        total = total + entropy_delta(n0, M * (N if n_words is None else n_words), jnp.cumsum(s))
     n_after = Nj[j].astype(jnp.float32) + cN[rows, j]
     n_before = n_after - s
     became_zero = (n_after < 0.5) & (n_before > 0.5)

@@ -21,7 +21,7 @@ from jax import lax
 from topicjax.core import driver, numerics
 from topicjax.ptm import bic as pb
 from topicjax.ptm import kernels as ptm_kernels
-from topicjax.ptm.layout import PTMData, row_sums, word_sums
+from topicjax.ptm.layout import PTMData, doc_mask, real_docs, real_words, row_sums, word_mask, word_sums
 from topicjax.core.compiled import jit
 
 __all__ = ["PTMState", "GEMConfig", "effective_topics", "e_step", "estep_sums_xla", "trial_deltas_xla", "m_step_beta", "m_step_alpha_beta", "doc_mass", "gem_step",
@@ -176,10 +176,11 @@ def doc_mass(v, doc_length, topic_mask):
     return switch_counts(v & topic_mask[None, :], doc_length)[0]
 
 
-def _u_round(kind, n_candidates, x, u, beta0, lbar, tm):
+def _u_round(kind, n_candidates, x, u, beta0, lbar, tm, n_words=None):
+    # words after n_words (a bucket's padding) have beta0 = 0: never a candidate, cost 0
     if pb.is_2020(kind):
         return pb.select_u_flips_2020(x, u, beta0, lbar, tm, n_candidates=min(n_candidates, u.shape[1]), kind=kind)
-    return pb.select_u_flips_2014(x, u, beta0, lbar, tm, kind=kind, n_candidates=n_candidates)
+    return pb.select_u_flips_2014(x, u, beta0, lbar, tm, kind=kind, n_candidates=n_candidates, n_words=n_words)
 
 
 def trial_deltas_xla(data: PTMData, B, a, vv, cand, t_start, *, n_on: int, newton_iters: int):
@@ -218,14 +219,20 @@ def _v_trials(data: PTMData, kind, n_on, n_off, newton_iters, u, beta, alpha, v,
     vv = v & tm[None, :]
     lbar, ndocs_topic, n_active = switch_counts(vv, data.doc_length)
     a = alpha if masked else jnp.where(vv, alpha, 0.0)
+    is_doc = doc_mask(data)
     uu = u & tm[:, None]
     Nj = jnp.sum(uu, axis=1, dtype=jnp.int32)
-    n_c0 = jnp.sum(jnp.sum(uu, axis=0, dtype=jnp.int32) < jnp.sum(tm)).astype(jnp.float32)
+    pays_c0 = jnp.sum(uu, axis=0, dtype=jnp.int32) < jnp.sum(tm)  # words with a shared parameter (2020)
+    if word_mask(data) is not None:  # not a bucket's padding words
+        pays_c0 = pays_c0 & word_mask(data)
+    n_c0 = jnp.sum(pays_c0).astype(jnp.float32)
     kon, koff = min(n_on, P), min(n_off, P)
 
     def candidates(rows):  # every document's candidates depend on its own rows only
         vb, L, md = rows(vv), rows(data.doc_length), rows(n_active)
         cost, allow_on, allow_off = pb.v_flip_costs(vb, L, lbar, ndocs_topic, Nj, tm, n_c0, kind, n_active=md)
+        if is_doc is not None:  # a padding row (no document, L = 0: a cost of -inf) never turns a topic on
+            allow_on = allow_on & rows(is_doc)[:, None]
         return pb.v_candidates(rows(S1), rows(S2), L, cost, allow_on, allow_off, rows(a), n_on=kon, n_off=koff)
 
     cand, sign, ok, t_start = by_row_blocks(candidates, vv.shape[0])
@@ -300,7 +307,7 @@ def gem_step_impl(state: PTMState, data: PTMData, cfg: GEMConfig) -> PTMState:
 
     def u_body(c):
         u, i, _, tot = c
-        u, k, _ = _u_round(cfg.kind, cfg.u_candidates, state.x, u, beta0, lbar, tm)
+        u, k, _ = _u_round(cfg.kind, cfg.u_candidates, state.x, u, beta0, lbar, tm, data.n_words)
         return u, i + 1, k, tot + k
 
     z = jnp.zeros((), jnp.int32)
@@ -338,12 +345,18 @@ def gem_step(state: PTMState, data: PTMData, cfg: GEMConfig = GEMConfig()) -> PT
 
 def state_bic(state: PTMState, data: PTMData, kind: str) -> float:
     """BIC of a state in float64 (its log-likelihood comes from the state's last E-step)."""
-    doc_cost, topic_cost, word_cost, n0, m = _structure_jit(state.u, state.v, data.doc_length, state.topic_mask, kind)
-    terms = pb.BICTerms(state.loglik_doc, doc_cost, topic_cost, word_cost, n0, m, int(state.u.shape[1]))
+    doc_cost, topic_cost, word_cost, n0, m = _structure_jit(state.u, state.v, state.topic_mask, data, kind)
+    terms = pb.BICTerms(state.loglik_doc, doc_cost, topic_cost, word_cost, n0, m, real_words(data))
     return pb.bic_total(terms, kind)
 
 
-_structure_jit = jit(pb.structure_costs, static_argnames=("kind",))
+def _structure_impl(u, v, topic_mask, data: PTMData, kind: str):
+    # the masks of a bucket's padding inside the program (eagerly, each mask compiled an iota)
+    return pb.structure_costs(u, v, data.doc_length, topic_mask, kind, doc_mask=doc_mask(data),
+                              word_mask=word_mask(data))
+
+
+_structure_jit = jit(_structure_impl, static_argnames=("kind",))
 
 
 # =============================================================================== initialisation
@@ -361,6 +374,40 @@ def _beta_from_counts(c, u, beta0, tm):
     return m_step_beta(c, u, jnp.zeros_like(c), beta0, tm)
 
 
+def _shuffle_rounds(n: int) -> int:
+    """``jax.random.permutation``'s number of sorting rounds for ``n`` items (its shuffle's static rule)."""
+    return int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
+
+
+#: the smallest numbers of items that take 1, 2, 3 rounds of :func:`_shuffle_rounds` (``n`` < 2**31: at most 3)
+_ROUND_STARTS = (2, 1626, 2642246)
+
+
+def doc_permutation(key, n_slots: int, n_docs=None):
+    """``jax.random.permutation(key, n_docs)`` followed by ``n_slots - n_docs`` padding rows
+    (their own indices, in order), for a traced ``n_docs <= n_slots`` (default ``n_slots``).
+
+    JAX shuffles by sorting the items by random 32-bit keys in ``_shuffle_rounds(n)`` rounds,
+    each with a fresh subkey, stably; with a counter-based generator (``jax_threefry_partitionable``,
+    JAX's default) the key of item ``i`` does not depend on the number of items.  Here the padding
+    rows get the largest key, so that the stable sort leaves them after the documents in their
+    order, and the rounds that ``n_docs`` documents would not take leave the order as it is: the
+    documents come out in the order ``permutation(key, n_docs)`` gives them, for every
+    ``n_slots`` (a document count rounded up to a bucket shares the program)."""
+    x = jnp.arange(n_slots, dtype=jnp.int32)
+    if n_docs is None:
+        n_docs = n_slots
+    n_docs = jnp.asarray(n_docs, jnp.int32)
+    pad = jnp.arange(n_slots) >= n_docs
+    n_rounds = sum((n_docs >= s).astype(jnp.int32) for s in _ROUND_STARTS)
+    for r in range(_shuffle_rounds(n_slots)):
+        key, sub = jax.random.split(key)
+        bits = jnp.where(pad, jnp.uint32(np.iinfo(np.uint32).max), jax.random.bits(sub, (n_slots,), jnp.uint32))
+        _, shuffled = lax.sort_key_val(bits, x, is_stable=True)
+        x = jnp.where(r < n_rounds, shuffled, x)
+    return x
+
+
 def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) -> PTMState:
     D = data.doc_length.shape[0]
     N = data.beta0.shape[0]
@@ -368,8 +415,10 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     tm = jnp.arange(P) < M
     valid_word = data.beta0 > 0
     counts = data.flat_counts()  # padding slots are 0
-    # 1) distinct random seed documents for every topic; their words are topic-specific
-    seeds = jax.random.permutation(key, D)[: M * n_init_docs].reshape(M, n_init_docs)
+    is_doc = doc_mask(data)
+    # 1) distinct random seed documents for every topic (never a padding row, which the
+    #    permutation puts last); their words are topic-specific
+    seeds = doc_permutation(key, D, data.n_docs)[: M * n_init_docs].reshape(M, n_init_docs)
     seed_topic = jnp.broadcast_to(jnp.arange(M, dtype=jnp.int32)[:, None], seeds.shape)  # int32 also under x64
     owner = jnp.full((D,), -1, jnp.int32).at[seeds].set(seed_topic)
     sv = (owner[:, None] == jnp.arange(P)[None, :]).astype(jnp.float32)
@@ -381,6 +430,8 @@ def _init_impl(key, data: PTMData, n_topics: int, n_pad: int, n_init_docs: int) 
     best = jnp.argmax(jnp.where(tm[None, :], scores, -jnp.inf), axis=1)
     best = jnp.where(owner >= 0, owner, best)
     v = best[:, None] == jnp.arange(P)[None, :]
+    if is_doc is not None:  # padding rows have no topic
+        v = v & is_doc[:, None]
     # 3) re-estimate the switches and probabilities from the assigned documents
     c = word_sums(data, counts, v.astype(jnp.float32), N).T
     u = (c > 0) & tm[:, None] & valid_word[None, :]
@@ -402,7 +453,7 @@ def init_state(key, data: PTMData, n_topics: int, *, n_init_docs: int = 5, n_pad
     """Initial state of sec. 6.3 (see the module docstring).  ``n_init_docs`` is lowered to
     ``D // M`` when there are not enough documents for distinct seeds.  Pure and jit-compiled:
     ``jax.vmap(lambda k: init_state(k, data, M))`` gives a batch of restarts."""
-    D = int(data.doc_length.shape[0])
+    D = real_docs(data)
     if n_topics > D:
         raise ValueError(f"{n_topics} topics need at least {n_topics} documents (one seed each); the corpus has {D}")
     n_init = max(1, min(int(n_init_docs), D // n_topics))
@@ -473,7 +524,8 @@ def bic_pieces(state: PTMState, data: PTMData, kind: str):
     """The float32 pieces whose float64 sum plus the u prior is the BIC (as :func:`state_bic`):
     ``-loglik_doc``, ``doc_cost``, ``topic_cost``, ``word_cost`` concatenated, and ``N0``."""
     doc_cost, topic_cost, word_cost, n0, _ = pb.structure_costs(state.u, state.v, data.doc_length,
-                                                                 state.topic_mask, kind)
+                                                                 state.topic_mask, kind, doc_mask=doc_mask(data),
+                                                                 word_mask=word_mask(data))
     return jnp.concatenate([-state.loglik_doc, doc_cost, topic_cost, word_cost]), n0
 
 
@@ -516,6 +568,8 @@ def _algo_step(state, args, static):
 def _algo_objective(state, args, static):
     cfg, n_words = static
     data = args[0]
+    if data.n_words is not None:  # the vocabulary's size (traced: beta0 may be padded to a bucket)
+        n_words = data.n_words
     pieces, n0 = bic_pieces(state, data, cfg.kind)
     hi, lo = numerics.df_total(pieces, jnp.zeros_like(pieces))
     n_topics = jnp.sum(state.topic_mask)

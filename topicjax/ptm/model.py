@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import driver
+from topicjax.core import driver, layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
@@ -45,7 +45,7 @@ from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import (GEMConfig, PTMState, algorithm, infer_alpha, init_state, loglik_docs, padded_topics,
                               state_bic)
-from topicjax.ptm.layout import PTMData, ptm_data
+from topicjax.ptm.layout import PTMData, ptm_data, real_docs, real_words
 
 __all__ = ["PTM", "best_fit", "check_completion", "check_fit_corpus"]
 
@@ -126,7 +126,11 @@ class PTM(TopicModelBase):
     v_candidates: ``(n_on, n_off)`` topic switches tried per document and round: inactive topics
         ranked by an estimated gain, active ones by smallest proportion (``>= M`` tries all).
     transform_iter: EM iterations for the proportions of new documents.
-    block_tokens: padded entries per block of the device layout (memory/speed trade-off).
+    block_tokens: padded entries per block of the device layout (memory/speed trade-off).  Fits
+        and inference round the layout's documents, words and blocks up to buckets
+        (:func:`topicjax.core.layout.bucket_size`, at most 12.5 % more: corpora of similar size
+        share the compiled programs; the results are the exact shapes') unless the environment
+        sets ``TOPICJAX_BUCKETS=off`` (:func:`topicjax.ptm.layout.ptm_data`).
     progress: tqdm progress bar over GEM iterations.
 
     Fitted attributes (paper orientation, topics in rows): ``u_`` ``(M, N)`` bool, ``v_`` ``(M, D)``
@@ -186,6 +190,13 @@ class PTM(TopicModelBase):
         return GEMConfig(kind=self.bic, u_candidates=int(self.u_candidates), max_u_cycles=int(self.max_u_cycles),
                          max_v_rounds=int(self.max_v_rounds), v_on=on, v_off=off)
 
+    def _layout(self, corpus: Corpus) -> PTMData:
+        """The device layout of ``corpus`` (:func:`topicjax.ptm.layout.ptm_data`), its documents,
+        words and chunks rounded up to buckets unless ``TOPICJAX_BUCKETS=off``: fits, restarts and
+        inference on corpora of similar size share their compiled programs; the padding is no
+        document and no word (no token, no switch, no part of the BIC) and is cut off on the host."""
+        return ptm_data(corpus, block_tokens=self.block_tokens, buckets=layout.buckets_on())
+
     def fit(self, X, y=None, *, checkpoint=None, checkpoint_every=10):
         """Fit by generalized EM.  ``checkpoint``: a folder where the fit's progress is saved every
         ``checkpoint_every`` iterations and from which a killed fit resumes, to the same model bit
@@ -195,7 +206,7 @@ class PTM(TopicModelBase):
         check_fit_corpus(corpus, self.n_components)
         cfg = self._config()
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
-        data = ptm_data(corpus, block_tokens=self.block_tokens)
+        data = self._layout(corpus)
         state = init_state(as_key(self._seed(ckpt)), data, int(self.n_components), n_init_docs=self.n_init_docs)
         return self.fit_state(data, state, cfg, checkpoint=None if ckpt is None else ckpt.run("fit"), donate=True)
 
@@ -244,13 +255,14 @@ class PTM(TopicModelBase):
         if mode is None and vmap_size is not None:
             mode = "vmap"
         M, N = int(self.n_components), corpus.n_words
-        data = ptm_data(corpus, block_tokens=self.block_tokens)
+        data = self._layout(corpus)
         keys = jnp.stack([as_key(s, "seeds") for s in seeds])
         n_init = max(1, min(int(self.n_init_docs), corpus.n_docs // M))
         states = jax.vmap(lambda k: init_state(k, data, M, n_init_docs=n_init))(keys)
         t0 = time.perf_counter()
+        n_rows = int(data.beta0.shape[0])  # the vocabulary, possibly rounded up to a bucket (data.n_words: N)
         finals, recs, n_iters, status = driver.run_many(
-            algorithm(cfg.kind, N), (cfg, N), states, (data,), batched=(False,), max_iter=int(self.max_iter),
+            algorithm(cfg.kind, n_rows), (cfg, n_rows), states, (data,), batched=(False,), max_iter=int(self.max_iter),
             tol=float(self.tol), mode=mode, vmap_size=vmap_size, workers=workers)
         per_iter = (time.perf_counter() - t0) / max(int(np.asarray(n_iters).sum()), 1)
 
@@ -295,7 +307,7 @@ class PTM(TopicModelBase):
         ``records`` (one per iteration: ``bic_hi``, ``bic_lo``, ``n0``, ``u_flips``, ``v_flips``,
         ``seconds``); the last BIC is recomputed in float64 from ``state``.  ``last_state_`` is the
         device state (to warm-start the next order; not saved) with ``keep_state``, else None."""
-        N = int(data.beta0.shape[0])
+        N, D = real_words(data), real_docs(data)  # the state's words from N and documents from D on are padding
         bics = [float(np.float64(r["bic_hi"]) + np.float64(r["bic_lo"])) + pb.u_prior_2014(int(r["n0"]), M, N, cfg.kind)
                 for r in records]
         if bics:
@@ -307,12 +319,12 @@ class PTM(TopicModelBase):
         self.bic_ = self.bic_history_[-1]
         self.n_iter_ = len(records)
         self.last_state_ = state if keep_state else None
-        self.u_ = np.asarray(state.u)[:M].astype(bool)
-        self.v_ = np.asarray(state.v)[:, :M].T.astype(bool)
-        self.theta_ = np.asarray(state.alpha)[:, :M].T.astype(np.float32)
-        self.beta_ = np.where(self.u_, np.asarray(state.beta)[:M], 0.0).astype(np.float32)
-        self.beta0_ = np.asarray(data.beta0).astype(np.float32)
-        x = np.asarray(state.x)[:M]
+        self.u_ = np.asarray(state.u)[:M, :N].astype(bool)
+        self.v_ = np.asarray(state.v)[:D, :M].T.astype(bool)
+        self.theta_ = np.asarray(state.alpha)[:D, :M].T.astype(np.float32)
+        self.beta_ = np.where(self.u_, np.asarray(state.beta)[:M, :N], 0.0).astype(np.float32)
+        self.beta0_ = np.asarray(data.beta0)[:N].astype(np.float32)
+        x = np.asarray(state.x)[:M, :N]
         top = []
         for j in range(M):
             idx = np.flatnonzero(~self.u_[j])
@@ -368,9 +380,19 @@ class PTM(TopicModelBase):
 
     # ------------------------------------------------------------------ new documents
     def _infer(self, corpus: Corpus):
-        data = ptm_data(corpus, block_tokens=self.block_tokens)
-        B = jnp.asarray(self.phi_, jnp.float32)
+        """``(data, B, alpha)``: the layout of ``corpus`` (its rows possibly rounded up to a
+        bucket), Φ on the device and the proportions of its rows (padding rows: uniform, no
+        token); the documents' are ``alpha[:corpus.n_docs]``."""
+        data = self._layout(corpus)
+        B = self._topics(data)
         return data, B, infer_alpha(data, B, int(self.transform_iter))
+
+    def _topics(self, data: PTMData):
+        """``phi_`` on the device with zero rows for the words of ``data`` after the vocabulary
+        (a bucket's padding: no token)."""
+        phi = np.asarray(self.phi_, np.float32)
+        extra = int(data.beta0.shape[0]) - phi.shape[0]
+        return jax.device_put(np.concatenate([phi, np.zeros((extra, phi.shape[1]), np.float32)]))
 
     def transform(self, X, empty_docs="keep"):
         """Topic proportions of documents with every topic allowed (2014 sec. 7), ``(n_docs, M)``.
@@ -382,15 +404,20 @@ class PTM(TopicModelBase):
         evidence (``"keep"``: the inference starts there and no token moves it), are left out
         (``"drop"``: one row per document with tokens, in order) or are an error (``"error"``).
         """
-        return self._transform_docs(X, empty_docs, lambda c: self._infer(c)[2])
+        return self._transform_docs(X, empty_docs, lambda c: np.asarray(self._infer(c)[2])[:c.n_docs])
 
     def log_likelihood(self, X, alpha=None) -> float:
         """Log-likelihood (5) of corpus ``X`` in float64; proportions ``alpha`` ``(M, n_docs)`` or
         estimated with every topic allowed."""
         corpus = self._new_corpus(X)
-        data = ptm_data(corpus, block_tokens=self.block_tokens)
-        B = jnp.asarray(self.phi_, jnp.float32)
-        a = infer_alpha(data, B, int(self.transform_iter)) if alpha is None else jnp.asarray(np.asarray(alpha).T, jnp.float32)
+        data = self._layout(corpus)
+        B = self._topics(data)
+        if alpha is None:
+            a = infer_alpha(data, B, int(self.transform_iter))
+        else:  # zero rows for the padding rows of a bucket (no token: they add nothing)
+            a = np.zeros((int(data.doc_length.shape[0]), B.shape[1]), np.float32)
+            a[:corpus.n_docs] = np.asarray(alpha).T
+            a = jax.device_put(a)
         return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
 
     def heldout_log_likelihood(self, observed, heldout) -> float:
@@ -401,7 +428,7 @@ class PTM(TopicModelBase):
         if obs.n_docs != held.n_docs:
             raise ValueError(f"observed has {obs.n_docs} documents but heldout has {held.n_docs}")
         _, B, a = self._infer(obs)
-        data = ptm_data(held, block_tokens=self.block_tokens)
+        data = self._layout(held)  # the same documents: the same rows as obs's
         return float(np.asarray(loglik_docs(data, B, a), np.float64).sum())
 
     def completion_log_likelihood(self, X, *, protocol: str = "words", seed: int = 0):

@@ -14,7 +14,7 @@ from topicjax.core.validation import check_bool, check_int
 from topicjax.data.corpus import Corpus
 from topicjax.ptm import bic as pb
 from topicjax.ptm.gem import PTMState, TINY, doc_mass, e_step, effective_topics, init_state, ml_scores, padded_topics
-from topicjax.ptm.layout import PTMData, ptm_data
+from topicjax.ptm.layout import PTMData, doc_mask
 from topicjax.ptm.model import PTM, check_fit_corpus
 from topicjax.core.compiled import jit
 
@@ -82,6 +82,8 @@ def _reduce_impl(state: PTMState, data: PTMData, keep, n_pad_new: int):
     v = pad_c(state.v)
     alpha = pad_c(jnp.where(state.v, state.alpha, 0.0))
     orphan = ~jnp.any(v, axis=1)
+    if doc_mask(data) is not None:  # padding rows (no document) stay without a topic
+        orphan = orphan & doc_mask(data)
     scores = ml_scores(data, effective_topics(u, beta, data.beta0, tm), D)
     best = jnp.argmax(jnp.where(tm[None, :], scores, -jnp.inf), axis=1)
     v = jnp.where(orphan[:, None], best[:, None] == jnp.arange(P)[None, :], v)
@@ -158,7 +160,7 @@ def select_order(corpus, m_max: int, m_min: int = 2, step: int = 1, *, bic: str 
     seed = fresh_seed() if random_state is None else random_state
     if ckpt is not None:
         seed = ckpt.start(seed)
-    data = ptm_data(corpus, block_tokens=proto.block_tokens)
+    data = proto._layout(corpus)
     result = OrderSelection([], [], {}, [])
     result.seed = seed
     state = None

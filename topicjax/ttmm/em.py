@@ -32,18 +32,26 @@ class TTMMEMState(NamedTuple):
     iteration: Int[Array, ""]
 
 
-def em_init(key, n_themes: int, n_components: int, n_words: int, n_docs: int, *, dtype=jnp.float32) -> TTMMEMState:
-    """Initial EM state from :func:`random_params` (depends on ``key`` only)."""
-    params = random_params(key, n_themes, n_components, n_words, dtype=dtype)
+def em_init(key, n_themes: int, n_components: int, n_words: int, n_docs: int, *, dtype=jnp.float32,
+            real_words=None) -> TTMMEMState:
+    """Initial EM state from :func:`random_params` (depends on ``key`` only).  ``real_words``
+    (traced): β's columns from it on are a bucket's padding, 0 (no token: EM keeps them 0)."""
+    params = random_params(key, n_themes, n_components, n_words, dtype=dtype, real_words=real_words)
     return TTMMEMState(params, jnp.zeros((n_docs,), dtype), jnp.zeros((), jnp.int32))
 
 
-def em_step_impl(state: TTMMEMState, data: DocWordCounts) -> TTMMEMState:
+def em_step_impl(state: TTMMEMState, data: DocWordCounts, n_docs=None) -> TTMMEMState:
     pi, tau, beta = state.params
-    n_docs, n_words = state.doc_loglik.shape[0], beta.shape[1]
+    rows, n_words = state.doc_loglik.shape[0], beta.shape[1]
     # E-step: P_dj = P(h=j|d) (eq. 6) in log space.
-    A, log_post, ll = theme_terms(state.params, data, n_docs)
+    A, log_post, ll = theme_terms(state.params, data, rows)
     P = jnp.exp(log_post)
+    if n_docs is not None:
+        # rows from n_docs on are no document (a bucket's padding, no token): their posterior
+        # would be π itself and log P(d) log Σ π; they count neither in π's update nor in L
+        is_doc = (jnp.arange(rows) < n_docs)[:, None]
+        P = jnp.where(is_doc, P, 0.0)
+        ll = jnp.where(is_doc[:, 0], ll, 0.0)
     # R_jw = Σ_d P_dj n_dw / A_jw: the only (J x W) quantity the Q-weighted sums need.
     R = word_sums(P, data, n_words).T / jnp.maximum(A, EPS)
     # M-step: numerators of eq. 8, 9-10, 11, each Q-contraction factored (module docstring).
@@ -57,7 +65,11 @@ def em_step_impl(state: TTMMEMState, data: DocWordCounts) -> TTMMEMState:
 
 
 em_step = numerics.full_precision(jit(em_step_impl))
-em_step.__doc__ = """One EM iteration (E-step eq. 6-7, M-step eq. 8-11); ``(state, data) -> state``.
+em_step.__doc__ = """One EM iteration (E-step eq. 6-7, M-step eq. 8-11); ``(state, data[, n_docs]) -> state``.
+
+``n_docs`` (traced; default: every row of ``state.doc_loglik``): the rows of the state that are
+documents, the first ``n_docs``; the others are padding of a bucket (no token), left out of π's
+update and of ``doc_loglik`` (0), so that corpora of similar size share the compiled step.
 
 Never builds the J x K x W tensor Q: see the module docstring for the factored sums.  The returned
 ``doc_loglik`` is log P(d) of the input parameters, so L is non-decreasing along the returned
@@ -86,7 +98,7 @@ def loglik_value(m):
 
 
 def _step(state, args, static):
-    return em_step_impl(state, args[0])
+    return em_step_impl(state, *args)
 
 
 def _objective(state, args, static):
@@ -102,7 +114,8 @@ def _health(state, static):
     return finite, jnp.array(True)
 
 
-#: TTMM EM for the drivers: args ``(data,)``, the layout of :func:`topicjax.ttmm.sweeps.theme_layout`.
+#: TTMM EM for the drivers: args ``(data,)`` or ``(data, n_docs)`` (:func:`em_step`), the layout of
+#: :func:`topicjax.ttmm.sweeps.theme_layout`.
 TTMM_EM = driver.Algorithm(step=_step, objective=_objective, record=_record, health=_health,
                            converged=converged_double, value=loglik_value)
 

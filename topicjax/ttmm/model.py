@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from topicjax.core import driver
+from topicjax.core import driver, layout
 from topicjax.core.errors import NumericalError
 from topicjax.core.random import as_key
 from topicjax.data.corpus import Corpus
@@ -18,7 +18,7 @@ from topicjax.persistence import ArraySpec, SavedModelError
 from topicjax.ttmm import em as ttmm_em
 from topicjax.ttmm import sgd
 from topicjax.ttmm.params import TTMMParams, random_params
-from topicjax.ttmm.sweeps import (doc_log_likelihood, doc_topic_posterior, theme_layout, theme_posterior,
+from topicjax.ttmm.sweeps import (doc_log_likelihood, doc_rows, doc_topic_posterior, theme_layout, theme_posterior,
                                   token_topic_shares)
 from topicjax.core.compiled import jit
 
@@ -30,10 +30,18 @@ def _total(rec) -> float:
     return float(np.float64(rec["hi"]) + np.float64(rec["lo"]))
 
 
+def _per_doc(sweep, params, data, n_docs: int) -> np.ndarray:
+    """``sweep(params, data, rows)`` (a compiled sweep of :mod:`topicjax.ttmm.sweeps`) on the host,
+    cut to the ``n_docs`` documents: ``rows`` is the number of documents rounded up to a bucket
+    (:func:`topicjax.ttmm.sweeps.doc_rows`, unless ``TOPICJAX_BUCKETS=off``), so that corpora of
+    similar size share the program; the rows after the documents have no token."""
+    return host_array(sweep(params, data, doc_rows(n_docs, layout.buckets_on())))[:n_docs]
+
+
 def _em_logliks(records, params, data, n_docs: int) -> list[float]:
     """L (eq. 4) after 0, 1, ..., ``len(records)`` EM iterations, float64: each record holds L of
     the parameters its iteration started from, and L of the final ``params`` is computed here."""
-    final = float(np.sum(host_array(doc_log_likelihood(params, data, n_docs)).astype(np.float64)))
+    final = float(np.sum(_per_doc(doc_log_likelihood, params, data, n_docs).astype(np.float64)))
     return [_total(r) for r in records] + [final]
 
 
@@ -66,6 +74,9 @@ class TTMM(TopicModelBase):
     random_state: seed of the initial parameters and of the SGD document order.  The same seed
         gives the same model on the same device (bits may differ between CPU and GPU).
     chunk: non-zeros per chunk of the sparse sweeps (default: about 4M / J values per chunk).
+        Fits and inference round the layout's pieces and the per-document tables up to buckets
+        (:func:`topicjax.core.layout.bucket_size`: corpora of similar size share the compiled
+        programs; the results are the exact shapes') unless ``TOPICJAX_BUCKETS=off``.
     progress: show a tqdm progress bar.
 
     Fitted attributes: ``pi_`` (J,), ``tau_`` (J, K), ``beta_`` (K, W) (``phi_ = beta_.T``,
@@ -153,28 +164,50 @@ class TTMM(TopicModelBase):
         self._refuse_sizes(corpus)
         ckpt = self._open_checkpoint(checkpoint, checkpoint_every, corpus)
         D, W = corpus.n_docs, corpus.n_words
-        data = theme_layout(corpus, J, self.chunk)
+        data, rows, n_real = self._fit_layout(corpus)
+        n_words = jax.device_put(np.int32(W))
         seed = self._seed(ckpt)
         if self.solver == "em":
-            state = ttmm_em.init_compiled(as_key(seed), J, K, W, D)
-            state, records = driver.run(ttmm_em.TTMM_EM, None, state, (data,), max_iter=int(self.max_iter),
+            state = ttmm_em.init_compiled(as_key(seed), J, K, self._words(W), rows, real_words=n_words)
+            state, records = driver.run(ttmm_em.TTMM_EM, None, state, (data, n_real), max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM EM",
                                         checkpoint=None if ckpt is None else ckpt.run("fit"))
             params = state.params
             lls = _em_logliks(records, params, data, D)
         else:
             params, lls, records = self._fit_sgd(corpus, data, as_key(seed), seed, ckpt)
-        self._set_fitted(params, data, D, records, lls)
+        self._set_fitted(params, data, D, records, lls, W)
         return self
 
-    def _set_fitted(self, params: TTMMParams, data, n_docs: int, records: list, lls: list) -> None:
+    def _fit_layout(self, corpus: Corpus):
+        """``(data, rows, n_docs)`` of a fit: the layout (:func:`theme_layout`, pieces in buckets
+        unless ``TOPICJAX_BUCKETS=off``), the rows of the per-document tables
+        (:func:`topicjax.ttmm.sweeps.doc_rows`) and the number of documents on the device (traced
+        by the steps, which leave the padding rows out of L and π: corpora of similar size, such
+        as the folds of a cross-validation, share the compiled steps)."""
+        buckets = layout.buckets_on()
+        data = theme_layout(corpus, int(self.n_themes), self.chunk, buckets=buckets)
+        return data, doc_rows(corpus.n_docs, buckets), jax.device_put(np.int32(corpus.n_docs))
+
+    @staticmethod
+    def _words(n_words: int) -> int:
+        """Columns of β in the compiled EM programs and inference sweeps: the vocabulary rounded up
+        to a bucket (:func:`topicjax.core.layout.bucket_size`, a multiple of
+        :data:`~topicjax.core.layout.DOC_STEP`) unless ``TOPICJAX_BUCKETS=off``.  The columns after
+        the words are 0 and have no token, so EM keeps them 0 (their A = τβ is 0, their sums R
+        too); the estimator drops them on the host.  (SGD keeps the exact vocabulary: its softmax
+        would give them mass.)"""
+        return doc_rows(n_words, layout.buckets_on(), layout.DOC_STEP)
+
+    def _set_fitted(self, params: TTMMParams, data, n_docs: int, records: list, lls: list, n_words: int) -> None:
         """Every fitted attribute, the one place they are written (:meth:`fit` with either solver,
-        each model of :meth:`fit_many`): the parameters ``params``, Θ of eq. 18 for the ``n_docs``
+        each model of :meth:`fit_many`): the parameters ``params`` (β cut to its ``n_words`` words), Θ of eq. 18 for the ``n_docs``
         training documents of ``data``, ``loglik_history_`` = ``lls`` (L after 0, 1, ...,
         ``len(records)`` iterations), ``history_`` from the driver's ``records`` (the objective of
         iteration i is ``lls[i]``) and ``n_iter_`` (``seed_`` is written when the fit starts)."""
         self.pi_, self.tau_, self.beta_ = (host_array(x) for x in params)
-        self.theta_ = host_array(doc_topic_posterior(params, data, n_docs)).T
+        self.beta_ = self.beta_[:, :n_words]  # the words: β's columns after them (a bucket's) are 0
+        self.theta_ = _per_doc(doc_topic_posterior, params, data, n_docs).T
         self.loglik_history_ = [float(v) for v in lls]
         self.history_ = [{"iteration": r["iteration"], "objective": o, "seconds": r["seconds"]}
                          for r, o in zip(records, lls[1:])]
@@ -185,38 +218,47 @@ class TTMM(TopicModelBase):
         J, K = int(self.n_themes), int(self.n_components)
         D, W = corpus.n_docs, corpus.n_words
         optimizer = self.optimizer if self.optimizer is not None else _default_optimizer()
+        buckets = layout.buckets_on()
+        rows = doc_rows(D, buckets)  # per-document values of the compiled epoch (padding rows hold 0)
+        n_real = jax.device_put(np.int32(D))
         params0 = random_params(key, J, K, W)
-        state = sgd.sgd_init(params0, optimizer, D)
-        state = state._replace(doc_loglik=doc_log_likelihood(params0, data, D))
-        ll0 = float(np.sum(host_array(state.doc_loglik).astype(np.float64)))
+        state = sgd.sgd_init(params0, optimizer, rows)
+        ll_docs = np.zeros(rows, np.float32)
+        ll_docs[:D] = _per_doc(doc_log_likelihood, params0, data, D)
+        state = state._replace(doc_loglik=jax.device_put(ll_docs))
+        ll0 = float(np.sum(ll_docs.astype(np.float64)))
         batch_size = min(int(self.batch_size), D)
         capacity = sgd.batch_capacity(corpus, batch_size)
+        # the batches are packed to the corpus's capacity and padded to its bucket with empty entries
+        width = layout.bucket_size(capacity, 128) if buckets else capacity
         rng = np.random.default_rng(seed if isinstance(seed, (int, np.integer)) else 0)
-        n_real = []  # minibatches of every epoch, to name a failing step
+        n_batches = []  # minibatches of every epoch, to name a failing step
 
         def before(epoch, history):
             batches = sgd.make_batches(corpus, rng.permutation(D), batch_size, capacity)
-            n_real.append(batches.mask.shape[0])
-            padded = -(-batches.mask.shape[0] // 8) * 8  # few distinct shapes: few compilations
-            return jax.tree.map(jnp.asarray, sgd.pad_batches(batches, padded)), data
+            n_batches.append(batches.mask.shape[0])
+            # few distinct shapes: few compilations
+            n = batches.mask.shape[0]
+            padded = layout.bucket_size(n, 8) if buckets else -(-n // 8) * 8
+            return jax.tree.map(jnp.asarray, sgd.pad_entries(sgd.pad_batches(batches, padded), width)), data, n_real
 
         def explain(s, args, epoch, reason):
-            failed = jit(sgd.epoch_step, static_argnums=2)(s, args, (optimizer, D))
+            failed = jit(sgd.epoch_step, static_argnums=2)(s, args, (optimizer, rows))
             bad = int(failed.bad_step)
             if bad < 0:
                 return "lower the learning rate or clip the gradients"
-            n_b = n_real[-1]
+            n_b = n_batches[-1]
             return (f"the optimizer produced non-finite parameters at step {bad + 1} (epoch {epoch}, minibatch "
                     f"{bad - int(s.step) + 1} of {n_b}); lower the learning rate or clip the gradients")
 
         def set_host(host):  # the document-order generator and the minibatch counts of the epochs done
             rng.bit_generator.state = host["rng"]
-            n_real[:] = host["n_real"]
+            n_batches[:] = host["n_real"]
 
         run_ckpt = None if ckpt is None else ckpt.run(
-            "fit", get_host=lambda: {"rng": rng.bit_generator.state, "n_real": list(n_real)}, set_host=set_host)
+            "fit", get_host=lambda: {"rng": rng.bit_generator.state, "n_real": list(n_batches)}, set_host=set_host)
         try:
-            state, records = driver.run(sgd.TTMM_SGD, (optimizer, D), state, None, max_iter=int(self.max_iter),
+            state, records = driver.run(sgd.TTMM_SGD, (optimizer, rows), state, None, max_iter=int(self.max_iter),
                                         tol=float(self.tol), progress=self.progress, desc="TTMM SGD", before=before,
                                         explain=explain, checkpoint=run_ckpt)
         except NumericalError as e:
@@ -254,10 +296,12 @@ class TTMM(TopicModelBase):
         corpus.check_topics(K)
         self._refuse_sizes(corpus, models=len(seeds))
         D, W = corpus.n_docs, corpus.n_words
-        data = theme_layout(corpus, J, self.chunk)
+        data, n_rows, n_real = self._fit_layout(corpus)
         keys = jnp.stack([as_key(s, "seeds") for s in seeds])
-        states = jax.vmap(lambda k: ttmm_em.em_init(k, J, K, W, D))(keys)
-        finals, recs, n_done, status = driver.run_many(ttmm_em.TTMM_EM, None, states, (data,), batched=(False,),
+        n_words = jax.device_put(np.int32(W))
+        states = jax.vmap(lambda k: ttmm_em.em_init(k, J, K, self._words(W), n_rows, real_words=n_words))(keys)
+        finals, recs, n_done, status = driver.run_many(ttmm_em.TTMM_EM, None, states, (data, n_real),
+                                                       batched=(False, False),
                                                        max_iter=int(self.max_iter), tol=float(self.tol), mode=mode,
                                                        vmap_size=vmap_size, workers=workers)
 
@@ -268,7 +312,7 @@ class TTMM(TopicModelBase):
         models = []
         for m, state, rows in self._batch_models(finals, recs, n_done, status, seeds=seeds, error=error,
                                                  clone=lambda g: self._clone_with_input(random_state=seeds[g])):
-            m._set_fitted(state.params, data, D, rows, _em_logliks(rows, state.params, data, D))
+            m._set_fitted(state.params, data, D, rows, _em_logliks(rows, state.params, data, D), W)
             models.append(m)
         return models
 
@@ -285,12 +329,22 @@ class TTMM(TopicModelBase):
 
     # ---------------------------------------------------------------- inference
     def _params(self) -> TTMMParams:
+        """The fitted parameters on the device, β with zero columns up to the vocabulary's bucket
+        (:meth:`_words`: models over vocabularies of similar size share the inference sweeps)."""
         self._check_fitted()
-        return TTMMParams(jnp.asarray(self.pi_), jnp.asarray(self.tau_), jnp.asarray(self.beta_))
+        beta = np.asarray(self.beta_, np.float32)
+        beta = np.concatenate([beta, np.zeros((beta.shape[0], self._words(beta.shape[1]) - beta.shape[1]), np.float32)], 1)
+        return TTMMParams(jax.device_put(np.asarray(self.pi_, np.float32)), jax.device_put(np.asarray(self.tau_, np.float32)),
+                          jax.device_put(beta))
 
     def _data(self, X):
         corpus = self._new_corpus(X)
-        return corpus, theme_layout(corpus, len(self.pi_), self.chunk)
+        return corpus, self._layout(corpus)
+
+    def _layout(self, corpus: Corpus):
+        """The inference layout of ``corpus`` (:func:`theme_layout`; pieces in buckets unless
+        ``TOPICJAX_BUCKETS=off``, read with :func:`_per_doc`)."""
+        return theme_layout(corpus, len(self.pi_), self.chunk, buckets=layout.buckets_on())
 
     @property
     def phi_(self) -> np.ndarray:
@@ -309,7 +363,7 @@ class TTMM(TopicModelBase):
         """
         params = self._params()
         return self._transform_docs(
-            X, empty_docs, lambda c: doc_topic_posterior(params, theme_layout(c, len(self.pi_), self.chunk), c.n_docs))
+            X, empty_docs, lambda c: _per_doc(doc_topic_posterior, params, self._layout(c), c.n_docs))
 
     def _no_evidence(self) -> np.ndarray:
         prior = np.asarray(self.pi_, np.float64) @ np.asarray(self.tau_, np.float64)
@@ -319,12 +373,12 @@ class TTMM(TopicModelBase):
         """Expected topic shares of the documents' tokens, ``(n_docs, n_components)`` (see
         :func:`token_topic_shares`)."""
         corpus, data = self._data(X)
-        return np.asarray(token_topic_shares(self._params(), data, corpus.n_docs))
+        return _per_doc(token_topic_shares, self._params(), data, corpus.n_docs)
 
     def predict_proba(self, X) -> np.ndarray:
         """Theme posteriors P(h|d) (eq. 6), ``(n_docs, n_themes)``."""
         corpus, data = self._data(X)
-        return np.asarray(theme_posterior(self._params(), data, corpus.n_docs))
+        return _per_doc(theme_posterior, self._params(), data, corpus.n_docs)
 
     def predict(self, X) -> np.ndarray:
         """The most likely theme of each document, ``(n_docs,)``."""
@@ -333,7 +387,7 @@ class TTMM(TopicModelBase):
     def score_samples(self, X) -> np.ndarray:
         """Exact log P(d) (eq. 3) of each document, float64 ``(n_docs,)``."""
         corpus, data = self._data(X)
-        return np.asarray(doc_log_likelihood(self._params(), data, corpus.n_docs), np.float64)
+        return _per_doc(doc_log_likelihood, self._params(), data, corpus.n_docs).astype(np.float64)
 
     def _heldout_log_likelihood(self, observed: Corpus, heldout: Corpus) -> float:
         """The exact conditional ``ln P(held | observed) = ln P(observed + held) - ln P(observed)``

@@ -24,11 +24,19 @@ class TTMMParams(NamedTuple):
     beta: Float[Array, "K W"]
 
 
-def _random_params(key, n_themes: int, n_components: int, n_words: int, dtype=jnp.float32) -> TTMMParams:
+def _random_params(key, n_themes: int, n_components: int, n_words: int, dtype=jnp.float32,
+                   real_words=None) -> TTMMParams:
     k_tau, k_beta = jax.random.split(key)
     pi = jnp.full((n_themes,), 1.0 / n_themes, dtype)
     tau = jax.random.uniform(k_tau, (n_themes, n_components), dtype, 0.05, 1.0)
-    beta = jax.random.uniform(k_beta, (n_components, n_words), dtype, 0.05, 1.0)
+    if real_words is None:
+        beta = jax.random.uniform(k_beta, (n_components, n_words), dtype, 0.05, 1.0)
+    else:
+        # entry (k, w) of the (K, real_words) draw: the counter-based generator draws entry i of
+        # any shape from its flat index i, so the flat draw read at k * real_words + w is it
+        flat = jax.random.uniform(k_beta, (n_components * n_words,), dtype, 0.05, 1.0)
+        k, w = jnp.arange(n_components)[:, None], jnp.arange(n_words)[None, :]
+        beta = jnp.where(w < real_words, flat[k * real_words + jnp.minimum(w, real_words - 1)], jnp.zeros((), dtype))
     return TTMMParams(pi, tau / tau.sum(1, keepdims=True), beta / beta.sum(1, keepdims=True))
 
 
@@ -36,13 +44,16 @@ def _random_params(key, n_themes: int, n_components: int, n_words: int, dtype=jn
 _random_params_jit = jit(_random_params, static_argnums=(1, 2, 3, 4))
 
 
-def random_params(key, n_themes: int, n_components: int, n_words: int, *, dtype=jnp.float32) -> TTMMParams:
+def random_params(key, n_themes: int, n_components: int, n_words: int, *, dtype=jnp.float32,
+                  real_words=None) -> TTMMParams:
     """Initial parameters of EM and SGD: uniform π, rows of τ and β drawn uniformly in [0.05, 1]
     and normalised (which breaks the symmetry between themes and between topics).
 
-    Depends on ``key`` only (bits may differ between CPU and GPU).
+    Depends on ``key`` only (bits may differ between CPU and GPU).  ``real_words`` (traced, at
+    most ``n_words``): the columns of β from ``real_words`` on are no word (a vocabulary rounded
+    up to a bucket) and are 0; the others are the draw of ``random_params(key, ..., real_words)``.
     """
-    return _random_params_jit(key, int(n_themes), int(n_components), int(n_words), dtype)
+    return _random_params_jit(key, int(n_themes), int(n_components), int(n_words), dtype, real_words)
 
 
 def synthetic_params(n_themes: int, n_components: int, n_words: int, *, concentration: float = 0.3,

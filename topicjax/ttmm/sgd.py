@@ -22,7 +22,7 @@ from topicjax.ttmm.sweeps import doc_log_likelihood, safe_log
 from topicjax.core import compiled
 
 __all__ = ["Batch", "SGDState", "params_from_logits", "logits_from_params", "batch_loss", "sgd_init",
-           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "epoch_step", "TTMM_SGD",
+           "make_sgd_update", "sgd_update", "batch_capacity", "make_batches", "pad_batches", "pad_entries", "epoch_step", "TTMM_SGD",
            "State", "init", "step", "ALGORITHM"]
 
 
@@ -177,13 +177,29 @@ def pad_batches(batches: Batch, n_batches: int) -> Batch:
     return Batch(*(np.concatenate([x, np.zeros((extra,) + x.shape[1:], x.dtype)]) for x in batches))
 
 
+def pad_entries(batches: Batch, capacity: int) -> Batch:
+    """Append entries of count 0 (document 0, word 0) to every minibatch up to ``capacity``
+    entries: they add nothing to :func:`batch_loss` or its gradient, and corpora whose
+    capacities round to the same bucket share the compiled epoch."""
+    extra = capacity - batches.count.shape[1]
+    if extra <= 0:
+        return batches
+    pad = lambda x: np.concatenate([x, np.zeros((x.shape[0], extra), x.dtype)], axis=1)  # noqa: E731
+    return batches._replace(doc=pad(batches.doc), word=pad(batches.word), count=pad(batches.count))
+
+
 def epoch_step(state: SGDState, args, static) -> SGDState:
-    """One epoch: :func:`sgd_update` over the epoch's minibatches (``args = (batches, data)``),
-    then log P(d) of every document at the new parameters (the objective)."""
-    batches, data = args
-    optimizer, n_docs = static
+    """One epoch: :func:`sgd_update` over the epoch's minibatches (``args = (batches, data)`` or
+    ``(batches, data, n_docs)``), then log P(d) of every document at the new parameters (the
+    objective).  ``static = (optimizer, rows)``: ``rows`` per-document values; with ``n_docs``
+    (traced) the rows from ``n_docs`` on are a bucket's padding (no token) and hold 0."""
+    batches, data = args[:2]
+    optimizer, rows = static
     state, _ = jax.lax.scan(lambda s, b: sgd_update(s, b, optimizer), state, batches)
-    return state._replace(doc_loglik=doc_log_likelihood(params_from_logits(state.logits), data, n_docs))
+    ll = doc_log_likelihood(params_from_logits(state.logits), data, rows)
+    if len(args) > 2:
+        ll = jnp.where(jnp.arange(rows) < args[2], ll, 0.0)
+    return state._replace(doc_loglik=ll)
 
 
 def _objective(state, args, static):
@@ -197,7 +213,7 @@ def _health(state, static):
     return finite, jnp.array(True)
 
 
-#: One SGD epoch for the drivers: static ``(optimizer, n_docs)``, args ``(batches, data)``.
+#: One SGD epoch for the drivers: static ``(optimizer, rows)``, args ``(batches, data[, n_docs])``.
 TTMM_SGD = driver.Algorithm(step=epoch_step, objective=_objective, record=_objective, health=_health,
                             converged=converged_double, value=loglik_value)
 

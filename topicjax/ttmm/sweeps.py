@@ -17,21 +17,37 @@ from topicjax.data.corpus import Corpus
 from topicjax.ttmm.params import TTMMParams
 from topicjax.core.compiled import jit
 
-__all__ = ["theme_layout", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "centred_doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
+__all__ = ["theme_layout", "doc_rows", "sparse_sums", "xla_sums", "kernel_sums", "doc_sums", "centred_doc_sums", "word_sums", "safe_log", "theme_terms", "normalize_rows",
            "doc_log_likelihood", "theme_posterior", "doc_topic_posterior", "token_topic_shares", "EPS"]
 
 #: Target number of gathered values per chunk (chunk x J): 4M floats = 16 MB.
 CHUNK_VALUES = 1 << 22
+#: Rows of the per-document tables of a bucketed fit are a multiple of this (:func:`doc_rows`): a
+#: padding row has no token and costs its J or K values, so the small corpora of a test suite or of
+#: scikit-learn's checks (30 to 120 documents) share one shape.
+DOC_FLOOR = 128
 
 
-def theme_layout(corpus: Corpus, n_themes: int = 1, chunk: int | None = None) -> DocWordCounts:
+def theme_layout(corpus: Corpus, n_themes: int = 1, chunk: int | None = None, buckets: bool = False) -> DocWordCounts:
     """:func:`topicjax.core.layout.prepare` with a chunk size suited to J (each chunk gathers chunk
     x J values), without the ``doc`` array: the compiled kernel reads a piece's document from
     ``piece_doc``, and so do the scans of the pure-JAX sums, a chunk at a time
-    (:func:`topicjax.core.layout.slot_docs`)."""
+    (:func:`topicjax.core.layout.slot_docs`).  ``buckets``: pieces and chunks rounded up to a
+    bucket (``prepare``'s ``buckets``; zero counts), so that corpora of similar size share the
+    compiled sweeps; the sweeps' ``n_docs`` may then be a bucket too (:func:`doc_rows`), its
+    rows after the corpus's documents without tokens."""
     if chunk is None:
         chunk = int(np.clip(CHUNK_VALUES // max(int(n_themes), 1), 1024, layout.DEFAULT_CHUNK))
-    return layout.prepare(corpus, chunk, with_doc=False, word_mirror=False)  # TTMM reads no mirror
+    return layout.prepare(corpus, chunk, with_doc=False, word_mirror=False, buckets=buckets)  # TTMM reads no mirror
+
+
+def doc_rows(n_docs: int, buckets: bool, step: int = DOC_FLOOR) -> int:
+    """Rows of the per-document tables (log P(d), the posteriors) of the compiled programs of a
+    fit or an inference on ``n_docs`` documents: :func:`topicjax.core.layout.bucket_size` of it
+    (a multiple of ``step``, default :data:`DOC_FLOOR`) with ``buckets``, else ``n_docs``.
+    The rows after the documents have no token; the fits mask them out of L and of π's update
+    (:func:`topicjax.ttmm.em.em_step`), the estimator cuts them off on the host."""
+    return layout.bucket_size(n_docs, step) if buckets else int(n_docs)
 
 
 def sparse_sums(table, data: DocWordCounts, n_out: int, *, by_doc: bool):
