@@ -153,6 +153,22 @@ struct LidaListAvx512 {
     return _mm512_add_ps(base, w);
   }
   static __m512 Last(__m512 run) { return _mm512_permutexvar_ps(_mm512_set1_epi32(15), run); }
+  // The draw from the running sums run[0 .. C) of n entries (the last lane of run[C - 1] their
+  // total acc): fills `out`; the entry picked, -1 for the smoothing part, or -2 where u rounded up
+  // to the total (the caller picks the last topic with mass)
+  template <int C>
+  static int32_t Search(const __m512* run, int32_t n, float U, double bqs, LidaDraw& out) {
+    const float acc = _mm512_cvtss_f32(Last(run[C - 1]));
+    out.acc = acc;
+    out.u = (double)U * ((double)acc + bqs);
+    if (!(out.u < (double)acc)) return -1;
+    const __m512 uv = _mm512_set1_ps((float)out.u);
+    for (int c = 0; c < C; ++c) {
+      const unsigned hit = _mm512_mask_cmp_ps_mask(Lanes(n - 16 * c), run[c], uv, _CMP_GT_OQ);
+      if (hit) return 16 * c + __builtin_ctz(hit);
+    }
+    return -2;
+  }
   // C chunks (n <= 16 C) in registers
   template <int C>
   static int32_t DrawIn(const float* q, const int32_t* lt, const int32_t* lc, int32_t n, int32_t j0, float qn,
@@ -163,16 +179,8 @@ struct LidaListAvx512 {
       run[c] = Chunk(q, lt, lc, n, j0, qn, 16 * c, base);
       base = Last(run[c]);
     }
-    const float acc = _mm512_cvtss_f32(base);
-    out.acc = acc;
-    out.u = (double)U * ((double)acc + bqs);
-    if (!(out.u < (double)acc)) return -1;
-    const __m512 uv = _mm512_set1_ps((float)out.u);
-    for (int c = 0; c < C; ++c) {
-      const unsigned hit = _mm512_mask_cmp_ps_mask(Lanes(n - 16 * c), run[c], uv, _CMP_GT_OQ);
-      if (hit) return 16 * c + __builtin_ctz(hit);
-    }
-    return LastWithMass(lc, n, j0);
+    const int32_t j = Search<C>(run, n, U, bqs, out);
+    return j == -2 ? LastWithMass(lc, n, j0) : j;
   }
   static int32_t LastWithMass(const int32_t* lc, int32_t n, int32_t j0) {
     for (int32_t j = n - 1; j >= 0; --j)
@@ -274,15 +282,8 @@ struct LidaListAvx512::Regs {
       run[c] = _mm512_add_ps(base, w);
       base = Last(run[c]);
     }
-    const float acc = _mm512_cvtss_f32(base);
-    out.acc = acc;
-    out.u = (double)U * ((double)acc + bqs);
-    if (!(out.u < (double)acc)) return -1;
-    const __m512 uv = _mm512_set1_ps((float)out.u);
-    for (int c = 0; c < C; ++c) {
-      const unsigned hit = _mm512_mask_cmp_ps_mask(Lanes(n - 16 * c), run[c], uv, _CMP_GT_OQ);
-      if (hit) return 16 * c + __builtin_ctz(hit);
-    }
+    const int32_t j = Search<C>(run, n, U, bqs, out);
+    if (j != -2) return j;
     for (int c = C - 1; c >= 0; --c) {  // u rounded up to the total: the last topic with mass
       const __mmask16 own = (j0 >> 4) == c ? (__mmask16)(1u << (j0 & 15)) : (__mmask16)0;
       const __m512i cc = _mm512_mask_sub_epi32(cv[c], own, cv[c], _mm512_set1_epi32(1));

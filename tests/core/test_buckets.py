@@ -25,6 +25,7 @@ import topicjax as tj
 from topicjax import regularizers as R
 from topicjax.artm import setup
 from topicjax.core import estep, kernels, layout
+from shapes import bucketed_and_exact
 
 #: the corpus of these tests: 70 documents (a bucket of 80 columns) of 1 to 3 pieces each
 N_DOCS, N_WORDS = 70, 40
@@ -126,12 +127,7 @@ def test_a_bucketed_layout_is_the_corpus_with_zero_pieces(corpus):
 
 def _fit_both(monkeypatch, make, X, fit=lambda m, X: m.fit(X)):
     """The same fit with buckets and with exact shapes (``TOPICJAX_BUCKETS=off``)."""
-    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    bucketed = fit(make(), X)
-    monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
-    exact = fit(make(), X)
-    monkeypatch.delenv("TOPICJAX_BUCKETS")
-    return bucketed, exact
+    return bucketed_and_exact(monkeypatch, lambda: fit(make(), X))
 
 
 def _assert_same_model(a, b, test):

@@ -26,6 +26,7 @@ from topicjax.ptm import gem
 from topicjax.ptm.layout import ptm_data, real_docs
 
 from test_ptm_bic import ref_bic
+from shapes import bucketed_and_exact
 
 #: 70 documents: a bucket of 80 rows (75 documents share it); 25 words of bars and 2 that no
 #: document uses (words of the vocabulary, with beta0 = 0): 27, a bucket of 32
@@ -44,16 +45,6 @@ def corpus():
 
 def _make(kind="2014"):
     return tj.PTM(4, bic=kind, max_iter=5, tol=0, random_state=0, progress=False)
-
-
-def _both(monkeypatch, fit):
-    """``fit()`` with buckets and with exact shapes (``TOPICJAX_BUCKETS=off``)."""
-    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    bucketed = fit()
-    monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
-    exact = fit()
-    monkeypatch.delenv("TOPICJAX_BUCKETS")
-    return bucketed, exact
 
 
 @pytest.mark.parametrize("n, slots", [(1, 16), (5, 5), (70, 80), (163, 176), (1600, 1664), (1700, 1792)])
@@ -106,13 +97,13 @@ def _assert_same(a, b, test):
 
 @pytest.mark.parametrize("kind", ["2014", "2020"])
 def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, kind):
-    bucketed, exact = _both(monkeypatch, lambda: _make(kind).fit(corpus))
+    bucketed, exact = bucketed_and_exact(monkeypatch, lambda: _make(kind).fit(corpus))
     assert bucketed.n_iter_ == 5 and bucketed.history_[0]["v_flips"] + bucketed.history_[0]["u_flips"] > 0
     _assert_same(bucketed, exact, _corpus(9, seed=5))
 
 
 def test_restarts_with_buckets_are_the_exact_shape_restarts(monkeypatch, corpus):
-    (a0, a1), (b0, b1) = _both(monkeypatch, lambda: _make().fit_many(corpus, seeds=[0, 1]))
+    (a0, a1), (b0, b1) = bucketed_and_exact(monkeypatch, lambda: _make().fit_many(corpus, seeds=[0, 1]))
     for a, b in ((a0, b0), (a1, b1)):
         np.testing.assert_array_equal(a.v_, b.v_)
         np.testing.assert_allclose(a.theta_, b.theta_, rtol=1e-5, atol=1e-7)

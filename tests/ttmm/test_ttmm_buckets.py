@@ -23,6 +23,7 @@ from topicjax.ttmm import TTMM, TTMMParams, sample_corpus, synthetic_params
 from topicjax.ttmm import em
 from topicjax.ttmm.params import random_params
 from topicjax.ttmm.sweeps import doc_rows, theme_layout
+from shapes import bucketed_and_exact
 
 N_DOCS, J, K, W = 70, 3, 4, 30
 TRUTH = synthetic_params(J, K, W, concentration=0.3, seed=0)
@@ -71,15 +72,6 @@ def test_the_initial_topics_over_a_padded_vocabulary_are_the_exact_draw():
     assert not np.asarray(padded.beta)[:, W:].any()
 
 
-def _both(monkeypatch, fit):
-    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    bucketed = fit()
-    monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
-    exact = fit()
-    monkeypatch.delenv("TOPICJAX_BUCKETS")
-    return bucketed, exact
-
-
 def _close(a, b, rtol=2e-5, atol=1e-6):
     np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=atol)
 
@@ -94,7 +86,7 @@ def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, solver):
         return m, [m.transform(test), m.predict_proba(test), m.score_samples(test), m.topic_shares(test),
                    m.score(test)]
 
-    (a, outs_a), (b, outs_b) = _both(monkeypatch, fit)
+    (a, outs_a), (b, outs_b) = bucketed_and_exact(monkeypatch, fit)
     for name in ("pi_", "tau_", "beta_", "theta_"):
         _close(getattr(a, name), getattr(b, name))
     assert a.theta_.shape == (K, N_DOCS) and a.beta_.shape == (K, W) and a.n_iter_ == b.n_iter_ == 6
@@ -109,7 +101,7 @@ def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, solver):
 
 
 def test_restarts_with_buckets_are_the_exact_shape_restarts(monkeypatch, corpus):
-    (a0, a1), (b0, b1) = _both(monkeypatch, lambda: TTMM(K, n_themes=J, max_iter=4, tol=0, progress=False)
+    (a0, a1), (b0, b1) = bucketed_and_exact(monkeypatch, lambda: TTMM(K, n_themes=J, max_iter=4, tol=0, progress=False)
                                .fit_many(corpus, seeds=[0, 1]))
     for a, b in ((a0, b0), (a1, b1)):
         _close(a.beta_, b.beta_)
