@@ -15,8 +15,6 @@ and the padding changes no result.
 
 from __future__ import annotations
 
-import jax
-import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -25,7 +23,7 @@ import topicjax as tj
 from topicjax import regularizers as R
 from topicjax.artm import setup
 from topicjax.core import estep, kernels, layout
-from shapes import bucketed_and_exact
+from shapes import bucketed_and_exact, lowered_programs
 
 #: the corpus of these tests: 70 documents (a bucket of 80 columns) of 1 to 3 pieces each
 N_DOCS, N_WORDS = 70, 40
@@ -231,20 +229,13 @@ def test_folds_of_a_cross_validation_share_their_programs(monkeypatch):
     the first lower none.  With exact shapes a fold of another corpus size lowers its own."""
     from sklearn.model_selection import KFold
 
-    lowered = []
-
-    def on_event(name, secs, **kw):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            lowered.append(name)
-
     full = _corpus(203, seed=0)
     folds = [(full.subset(a), full.subset(b))
              for a, b in KFold(5, shuffle=True, random_state=0).split(np.arange(full.n_docs))]
     # exact shapes differ between folds (documents and pieces), their buckets do not
     assert len({(tr.n_docs, _pieces(tr), te.n_docs, _pieces(te)) for tr, te in folds}) == 5
     assert {tr.n_docs for tr, _ in folds} == {162, 163} and {te.n_docs for _, te in folds} == {40, 41}
-    jax.monitoring.register_event_duration_secs_listener(on_event)
-    try:
+    with lowered_programs() as lowered:
         monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
         counts = []
         for train, test in folds:
@@ -257,8 +248,6 @@ def test_folds_of_a_cross_validation_share_their_programs(monkeypatch):
         lowered.clear()
         tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(folds[0][0])
         assert lowered
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_event)
 
 
 def test_a_checkpoint_of_other_shapes_is_refused_by_name(monkeypatch, tmp_path):

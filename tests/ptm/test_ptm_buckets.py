@@ -26,7 +26,7 @@ from topicjax.ptm import gem
 from topicjax.ptm.layout import ptm_data, real_docs
 
 from test_ptm_bic import ref_bic
-from shapes import bucketed_and_exact
+from shapes import bucketed_and_exact, lowered_programs
 
 #: 70 documents: a bucket of 80 rows (75 documents share it); 25 words of bars and 2 that no
 #: document uses (words of the vocabulary, with beta0 = 0): 27, a bucket of 32
@@ -129,17 +129,10 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
     """70 documents over 27 words and 75 over 30 (80 rows and 32 words both, other tokens and
     pieces): the second corpus's fit, transform and log-likelihood lower no program; with exact
     shapes it lowers its own."""
-    lowered = []
-
-    def on_event(name, secs, **kw):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            lowered.append(name)
-
     small, large = _corpus(70, seed=1), _corpus(75, seed=2, n_words=30)
     assert small.n_tokens != large.n_tokens
     monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    jax.monitoring.register_event_duration_secs_listener(on_event)
-    try:
+    with lowered_programs() as lowered:
         counts = []
         for c in (small, large):
             lowered.clear()
@@ -152,5 +145,3 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
         lowered.clear()
         _make().fit(_corpus(72, seed=4))
         assert lowered
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_event)

@@ -23,7 +23,7 @@ from topicjax.ttmm import TTMM, TTMMParams, sample_corpus, synthetic_params
 from topicjax.ttmm import em
 from topicjax.ttmm.params import random_params
 from topicjax.ttmm.sweeps import doc_rows, theme_layout
-from shapes import bucketed_and_exact
+from shapes import bucketed_and_exact, lowered_programs
 
 N_DOCS, J, K, W = 70, 3, 4, 30
 TRUTH = synthetic_params(J, K, W, concentration=0.3, seed=0)
@@ -113,15 +113,8 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
     """100 and 105 documents (128 rows both) over 30 and 28 words (32 columns both): the second
     corpus's EM fit and inference lower no program; with exact shapes a corpus of another size
     lowers its own."""
-    lowered = []
-
-    def on_event(name, secs, **kw):
-        if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-            lowered.append(name)
-
     monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    jax.monitoring.register_event_duration_secs_listener(on_event)
-    try:
+    with lowered_programs() as lowered:
         counts = []
         other = sample_corpus(synthetic_params(J, K, 28, concentration=0.3, seed=1), n_docs=105, doc_length=(10, 40),
                               seed=3)[0]
@@ -136,5 +129,3 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
         lowered.clear()
         TTMM(K, n_themes=J, max_iter=3, progress=False).fit(_corpus(102, seed=4))
         assert lowered
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_event)
