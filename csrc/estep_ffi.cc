@@ -12,7 +12,7 @@
 // Calls are serialised by one mutex: each call uses the whole thread pool (XLA may call from
 // several threads at once, e.g. one per host device in the sharded fit); see engine.h.  The
 // module also hands over the PTM kernels' handlers (ptm_ffi.cc) and the LIDA-family token sweep's
-// (lida_ffi.cc): one module, one thread pool, one thread count for all of them.
+// and count histogram's (lida_ffi.cc): one module, one thread pool, one thread count for all of them.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -167,8 +167,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(TopicjaxEStepModels, EStepModels, EStepBinding());
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmEStep);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmTrials);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxPtmSmallest);
-// The LIDA-family token sweep's handler (csrc/lida_ffi.cc).
+// The LIDA-family token sweep's and count histogram's handlers (csrc/lida_ffi.cc).
 XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxLidaSweep);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(TopicjaxCountHistogram);
 
 // ------------------------------------------------------------------------------ Python module
 
@@ -190,7 +191,8 @@ static PyObject* py_handlers(PyObject*, PyObject*) {
                {"topicjax_ptm_estep", reinterpret_cast<void*>(&TopicjaxPtmEStep)},
                {"topicjax_ptm_trials", reinterpret_cast<void*>(&TopicjaxPtmTrials)},
                {"topicjax_ptm_smallest", reinterpret_cast<void*>(&TopicjaxPtmSmallest)},
-               {"topicjax_lida_sweep", reinterpret_cast<void*>(&TopicjaxLidaSweep)}};
+               {"topicjax_lida_sweep", reinterpret_cast<void*>(&TopicjaxLidaSweep)},
+               {"topicjax_count_histogram", reinterpret_cast<void*>(&TopicjaxCountHistogram)}};
   for (auto& it : items) {
     PyObject* cap = PyCapsule_New(it.fn, nullptr, nullptr);
     if (cap == nullptr || PyDict_SetItemString(d, it.name, cap) < 0) {

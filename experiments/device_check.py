@@ -121,10 +121,14 @@ class Sizes:
             dict(synthetic.PRESETS["nytimes"])
         self.grid_models = 4 if dry else 32
         self.grid_topics = 6 if dry else 100
-        self.grid_iters = 3 if dry else 20
+        # dry: the settings of check_fits' fit_many (4 models, T = check_topics, 8 iterations), whose
+        # compiled program the grid then reuses
+        self.grid_iters = 8 if dry else 20
         self.lda_k = 8 if dry else 100
         self.lda_sweeps = 2 if dry else 10
         self.ptm_m = 6 if dry else 100
+        # the profile's PLSA T (dry: the passes' T, whose step program it reuses)
+        self.profile_topics = self.topics[0] if dry else 100
         self.tune_topics = 5 if dry else 50
         self.tune_iters = 3 if dry else 20
         self.loop_passes = 3 if dry else 20  # passes per compiled loop
@@ -890,7 +894,7 @@ def profile(ctx):
     from topicjax.core import layout
 
     corpus = ctx.corpora["kos"]
-    T = 100 if not ctx.sizes.dry else 8
+    T = ctx.sizes.profile_topics
     data = layout.prepare(corpus)
     step = em.make_step()
     state = jax.block_until_ready(step(em.init(jax.random.key(0), corpus.n_words, corpus.n_docs, T), data))
@@ -902,8 +906,8 @@ def profile(ctx):
                                                               gamma=1.0, xi=1.0), K)
     lstate = jax.block_until_ready(lida_sampler.sweep(lstate, jax.random.key(1), tokens, cfg))
     out = {}
-    for label, run in (("PLSA pass, KOS T=100, 10 passes", lambda s: step(s, data)),
-                       ("LDA sweep, KOS K=100, 3 sweeps", None)):
+    for label, run in ((f"PLSA pass, KOS T={T}, 10 passes", lambda s: step(s, data)),
+                       (f"LDA sweep, KOS K={K}, 3 sweeps", None)):
         folder = Path(tempfile.mkdtemp(prefix="tj-trace-"))
         with jax.profiler.trace(str(folder), create_perfetto_trace=True):
             if run is not None:

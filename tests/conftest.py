@@ -110,6 +110,16 @@ def pytest_configure(config):
         "in a child interpreter when the suite compiles quickly (tests/conftest.py)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The modules holding a ``slow`` test first (each in its collected order), then the others.
+    xdist hands the tests out in this order as its workers free up, so the run ends on short
+    tests and its two workers finish together; a minute-long test handed out last kept one
+    worker busy while the other waited.  Whole modules move, so that their module-scoped
+    fixtures are still built once per worker."""
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)  # stable: the order within each group
+
+
 #: test function's node id -> ({test name: "passed" | "failed" | "skipped"}, output) of its re-run
 _DEFAULT_RUNS: dict = {}
 

@@ -13,6 +13,9 @@ import math
 import numpy as np
 import pytest
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 
 def finite(run: dict, phases) -> bool:
     return all(run[k] >= 0 and math.isfinite(run[k]) for k in (*phases, "total"))

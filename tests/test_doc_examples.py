@@ -12,6 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,8 +65,9 @@ def test_scale_example_online_recovers_the_bars(tmp_path, monkeypatch):
     import topicjax as tj
     online = tj.metrics.topic_recovery(ns["streamed"].phi_, ns["true_phi"])
     assert online["distance"] < 0.05 and online["per_topic"].max() < 0.05, online
-    # the offline fit's local optimum, as the page says: most bars exact, one or two topics wrong
-    _states("docs/scale.md", "lands, on this store, in a local optimum of EM (0.15")
+    # the offline fit's local optimum (random_state=1 on this 20-batch store; 5,000 documents, not
+    # 20,000: a quarter of the run time), as the page says: most bars exact, one or two topics wrong
+    _states("docs/scale.md", "lands, on this store, in a local optimum of EM (0.17")
     offline = tj.metrics.topic_recovery(ns["full"].phi_, ns["true_phi"])
     assert 0.1 < offline["distance"] < 0.2 and (offline["per_topic"] < 0.05).sum() >= 7, offline
     assert ns["batches"].meta["shuffle_seed"] == 0

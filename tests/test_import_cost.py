@@ -1,11 +1,13 @@
 """The first model of a new interpreter loads neither scikit-learn nor pandas nor SciPy's
-statistics (issue 42 items 4 and 5), and the estimators' own scikit-learn API
+statistics or sparse matrices (issue 42 items 4 and 5), and the estimators' own scikit-learn API
 (:mod:`topicjax._sklearn_api`) behaves as scikit-learn's ``BaseEstimator`` / ``TransformerMixin``.
 
 * a child interpreter imports topicjax, makes every estimator class of the registry
   (``topicjax/_families.py``) and reads a Corpus, then fits and applies a PLSA: ``sklearn``,
-  ``pandas`` and ``scipy.stats`` are not in its ``sys.modules`` (a property, not a timing: their
-  import was 1.2 s of CPU in every process's first model);
+  ``pandas``, ``scipy.stats`` and ``scipy.sparse`` are not in its ``sys.modules`` (a property, not a
+  timing: the first three were 1.2 s of CPU in every process's first model, SciPy's sparse module
+  0.2-0.3 s more); a SciPy sparse matrix is still taken as a matrix (``scipy.sparse`` loaded by the
+  caller, not by topicjax);
 * ``get_params`` / ``set_params`` / ``clone`` / ``repr`` against scikit-learn's own on a twin
   class: the same constructor under ``sklearn.base.BaseEstimator`` (the reference is
   scikit-learn's implementation, never ours);
@@ -34,8 +36,9 @@ from topicjax._sklearn_api import EstimatorAPI, clone
 from child_env import quick_child_env
 import fitted_models as fm
 
-#: modules whose import the first model must not need (sklearn.base brought the other two)
-HEAVY = ("sklearn", "pandas", "scipy.stats")
+#: modules whose import the first model must not need (sklearn.base brought pandas and scipy.stats;
+#: the corpus and the metrics brought scipy.sparse)
+HEAVY = ("sklearn", "pandas", "scipy.stats", "scipy.sparse")
 
 CHILD = textwrap.dedent("""
     import json, sys
@@ -52,11 +55,14 @@ CHILD = textwrap.dedent("""
     model = tj.PLSA(2, max_iter=1, random_state=0, progress=False).fit(corpus)
     assert model.transform(corpus).shape == (corpus.n_docs, 2)
     seen["fit"] = heavy()
-    print(json.dumps({{"seen": seen, "classes": [type(m).__name__ for m in models]}}))
+    import scipy.sparse as sp  # the caller's: a sparse matrix is a matrix, not a list of documents
+    X = sp.csr_matrix(corpus.to_dense())
+    sparse_ok = tj.PLSA(2, max_iter=1, random_state=0, progress=False).fit(X).transform(X).shape
+    print(json.dumps({{"seen": seen, "classes": [type(m).__name__ for m in models], "sparse": sparse_ok}}))
 """)
 
 
-def test_first_model_loads_no_sklearn_pandas_or_scipy_stats(tmp_path):
+def test_first_model_loads_no_sklearn_pandas_or_scipy_stats_or_sparse(tmp_path):
     # a UCI bag of words of 3 documents over 4 words (docword: D, W, NNZ, then "doc word count")
     (tmp_path / "docword.tiny.txt").write_text("3\n4\n6\n1 1 2\n1 2 1\n2 2 3\n2 3 1\n3 4 2\n3 1 1\n")
     (tmp_path / "vocab.tiny.txt").write_text("a\nb\nc\nd\n")
@@ -67,6 +73,7 @@ def test_first_model_loads_no_sklearn_pandas_or_scipy_stats(tmp_path):
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["classes"] == [m.cls for f in _families.FAMILIES for m in f.models]
     assert out["seen"] == {"import": [], "construct": [], "fit": []}, out["seen"]
+    assert out["sparse"] == [3, 2]
 
 
 # ----------------------------------------------------------------------- the API against sklearn's

@@ -27,6 +27,9 @@ from pathlib import Path
 
 import pytest
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 EXPECTED = {"quickstart.ipynb", "artm_regularizers.ipynb", "ptm_order_selection.ipynb", "ttmm_features.ipynb",
             "lida_ftm.ipynb", "batch_models.ipynb", "tuning.ipynb"}

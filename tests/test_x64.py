@@ -8,10 +8,13 @@ floats passed to a jitted function and ``jnp.where(c, -1.0, 1.0)`` become float6
 promote float32 work to float64).  The estimators create their arrays with explicit dtypes, so they
 still compute in float32 and draw the same random numbers.
 
-One subprocess per setting (``JAX_ENABLE_X64=0``, then ``1``: a JAX start and its compilations are
-most of the cost, and the second loads from the run's compilation cache, tests/conftest.py, the
-programs that x64 leaves unchanged, about half of them) fits every family in sequence on a small
-bars corpus and writes the models' arrays to an ``.npz``; the test compares them family by family:
+The same script fits every family in sequence on a small bars corpus and writes the models'
+arrays to an ``.npz``: without x64 in the test's own process (its x64 is off: no JAX start of its
+own), then with ``JAX_ENABLE_X64=1`` in a subprocess (the setting is read when JAX starts).  Their
+compilations are most of the cost; the second loads from the run's compilation cache
+(tests/conftest.py) the programs that x64 leaves unchanged, the small ones (75 of its 140
+compilations; the sweeps, GEM blocks and tuner steps all differ: x64 changes their index types).
+The test compares the arrays family by family:
 
 * PLSA, ARTM (pool regularizers with schedules), ``fit_many``, PTM (an order selection: fits and a
   warm-started reduction), TTMM EM, the online algorithm (``partial_fit``, ``fit_online``) and
@@ -58,66 +61,73 @@ SCRIPT = textwrap.dedent(
 
     # JAX's dtype warnings (an int64 scatter into int32 counts: an error in later JAX releases)
     warnings.filterwarnings("error", category=FutureWarning, module=r"jax\\.")
-    folder = sys.argv[1]
-    out = {}
 
-    def keep(name, **arrays):
-        for key, value in arrays.items():
-            out[f"{name}/{key}"] = np.asarray(value)
 
-    def objective(model):
-        return [h["objective"] for h in model.history_]
+    def fit_everything(folder):
+        # every family fitted; their arrays to folder/results.npz; returns whether x64 was on
+        out = {}
 
-    corpus, _, _ = tj.datasets.make_bars(n_docs=60, seed=0)
-    train, test = corpus.train_test_split(12, seed=0)
-    kw = dict(progress=False)
+        def keep(name, **arrays):
+            for key, value in arrays.items():
+                out[f"{name}/{key}"] = np.asarray(value)
 
-    m = tj.PLSA(5, max_iter=10, **kw).fit(train)
-    keep("plsa", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
-    regs = [(R.smooth_phi(), Table([0.1, 0.2, 0.3])), (R.sparse_theta(), 0.05), (R.decorrelate(), Step(3, 2.0))]
-    m = tj.ARTM(5, regularizers=regs, max_iter=10, **kw).fit(train)
-    keep("artm", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
-    a, b = tj.PLSA(5, max_iter=6, **kw).fit_many(train, seeds=[1, 2])
-    keep("fit_many", phi1=a.phi_, phi2=b.phi_)
+        def objective(model):
+            return [h["objective"] for h in model.history_]
 
-    sel = tj.ptm.select_order(train, 5, 4, max_iter=4, progress=False)
-    for order, model in sel.models.items():
-        keep(f"ptm/{order}", phi=model.phi_, theta=model.theta_, bic=model.bic_)
-    keep("ptm", transform=sel.models[4].transform(test))
+        corpus, _, _ = tj.datasets.make_bars(n_docs=60, seed=0)
+        train, test = corpus.train_test_split(12, seed=0)
+        kw = dict(progress=False)
 
-    for solver in ("em", "sgd"):
-        m = tj.TTMM(5, n_themes=3, solver=solver, max_iter=6, **kw).fit(train)
-        keep(f"ttmm_{solver}", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+        m = tj.PLSA(5, max_iter=10, **kw).fit(train)
+        keep("plsa", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+        regs = [(R.smooth_phi(), Table([0.1, 0.2, 0.3])), (R.sparse_theta(), 0.05), (R.decorrelate(), Step(3, 2.0))]
+        m = tj.ARTM(5, regularizers=regs, max_iter=10, **kw).fit(train)
+        keep("artm", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
+        a, b = tj.PLSA(5, max_iter=6, **kw).fit_many(train, seeds=[1, 2])
+        keep("fit_many", phi1=a.phi_, phi2=b.phi_)
 
-    for variant, mode, mh in (("lda", "exact", 0), ("sstm", "stale", 2), ("lda", "parallel", 2)):
-        m = tj.LIDA(8, variant=variant, max_iter=6, sampler=mode, mh_steps=mh, **kw).fit(train)
-        keep(f"lida_{variant}_{mode}", z=m.state_.z, phi=m.phi_, theta=m.theta_, transform=m.transform(test),
-             hyper=[m.hyper_[h] for h in sorted(m.hyper_)], objective=objective(m))
+        sel = tj.ptm.select_order(train, 5, 4, max_iter=4, progress=False)
+        for order, model in sel.models.items():
+            keep(f"ptm/{order}", phi=model.phi_, theta=model.theta_, bic=model.bic_)
+        keep("ptm", transform=sel.models[4].transform(test))
 
-    m = tj.ARTM(5, **kw)
-    m.partial_fit(train.subset(np.arange(24)))
-    m.partial_fit(train.subset(np.arange(24, train.n_docs)))
-    fitted = online.fit_online(online.write_store([train], folder + "/store", batch_size=16), 5, passes=2, **kw)
-    keep("online", partial_fit=m.phi_, fit_online=fitted.phi_)
+        for solver in ("em", "sgd"):
+            m = tj.TTMM(5, n_themes=3, solver=solver, max_iter=6, **kw).fit(train)
+            keep(f"ttmm_{solver}", phi=m.phi_, theta=m.theta_, objective=objective(m), transform=m.transform(test))
 
-    model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=6, scores=(), **kw)
-    res = tune(model, train, heldout_perplexity_loss(*test.completion_split(seed=0)),
-               {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 1.0)}, n_steps=2, progress=False)
-    keep("tune", phi=res.model.phi_, objective=[h["objective"] for h in res.history])
+        for variant, mode, mh in (("lda", "exact", 0), ("sstm", "stale", 2), ("lda", "parallel", 2)):
+            m = tj.LIDA(8, variant=variant, max_iter=6, sampler=mode, mh_steps=mh, **kw).fit(train)
+            keep(f"lida_{variant}_{mode}", z=m.state_.z, phi=m.phi_, theta=m.theta_, transform=m.transform(test),
+                 hyper=[m.hyper_[h] for h in sorted(m.hyper_)], objective=objective(m))
 
-    report = io.StringIO()
-    with contextlib.redirect_stdout(report):
-        status = topicjax.cli.main(["fit", "--model", "lida", "--variant", "lida", "--sampler", "parallel",
-                                    "--docs", "60", "--topics", "8", "--iterations", "6", "--quiet",
-                                    "--out", folder + "/cli"])
-    lines = [s.replace(folder, "OUT") for s in report.getvalue().splitlines()
-             if not s.startswith(("fitted in", "total time"))]
-    m = tj.persistence.load(folder + "/cli")
-    keep("cli", status=status, report="\\n".join(lines), phi=m.phi_, theta=m.theta_,
-         hyper=[m.hyper_[h] for h in sorted(m.hyper_)])
+        m = tj.ARTM(5, **kw)
+        m.partial_fit(train.subset(np.arange(24)))
+        m.partial_fit(train.subset(np.arange(24, train.n_docs)))
+        fitted = online.fit_online(online.write_store([train], folder + "/store", batch_size=16), 5, passes=2, **kw)
+        keep("online", partial_fit=m.phi_, fit_online=fitted.phi_)
 
-    np.savez(folder + "/results.npz", **out)
-    print(json.dumps({"x64": bool(jax.config.jax_enable_x64)}))
+        model = tj.ARTM(5, regularizers=[(R.smooth_phi(), 0.01), (R.sparse_theta(), 0.01)], max_iter=6, scores=(), **kw)
+        res = tune(model, train, heldout_perplexity_loss(*test.completion_split(seed=0)),
+                   {"smooth_phi": (1e-3, 1.0), "sparse_theta": (1e-3, 1.0)}, n_steps=2, progress=False)
+        keep("tune", phi=res.model.phi_, objective=[h["objective"] for h in res.history])
+
+        report = io.StringIO()
+        with contextlib.redirect_stdout(report):
+            status = topicjax.cli.main(["fit", "--model", "lida", "--variant", "lida", "--sampler", "parallel",
+                                        "--docs", "60", "--topics", "8", "--iterations", "6", "--quiet",
+                                        "--out", folder + "/cli"])
+        lines = [s.replace(folder, "OUT") for s in report.getvalue().splitlines()
+                 if not s.startswith(("fitted in", "total time"))]
+        m = tj.persistence.load(folder + "/cli")
+        keep("cli", status=status, report="\\n".join(lines), phi=m.phi_, theta=m.theta_,
+             hyper=[m.hyper_[h] for h in sorted(m.hyper_)])
+
+        np.savez(folder + "/results.npz", **out)
+        return bool(jax.config.jax_enable_x64)
+
+
+    if __name__ == "__main__":
+        print(json.dumps({"x64": fit_everything(sys.argv[1])}))
     """
 )
 
@@ -130,7 +140,7 @@ FAMILIES = ["plsa", "artm", "fit_many", "ptm", "ttmm_em", "ttmm_sgd", "lida_lda_
 
 def _start(folder: Path, x64: bool) -> subprocess.Popen:
     folder.mkdir()
-    # TOPICJAX_THREADS=1 in both: each runs beside the other tests of a parallel run, and a pool
+    # TOPICJAX_THREADS=1 (and one thread in _fit_here): each runs beside the other tests of a parallel run, and a pool
     # of two threads, handing each of the compiled kernels' tiny calls over between its threads,
     # waits at every call for cores that the other processes hold
     env = dict(os.environ, JAX_ENABLE_X64="1" if x64 else "0", XLA_PYTHON_CLIENT_PREALLOCATE="false",
@@ -139,13 +149,42 @@ def _start(folder: Path, x64: bool) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _fit_here(folder: Path) -> dict:
+    """The fits without x64 in this process, whose x64 is off: no interpreter of its own to start
+    (importing JAX and topicjax), and the programs it compiles go to the run's compilation cache
+    as a child's would.  The compiled kernels on one thread as in the child (the same results on
+    any number: tests/core/test_kernels.py), JAX's warnings filter of the script kept to it."""
+    import warnings
+
+    from topicjax.core import kernels
+
+    folder.mkdir()
+    namespace = {"__name__": "test_x64_script"}
+    threads = kernels.get_threads()
+    kernels.set_threads(1)
+    try:
+        with warnings.catch_warnings():
+            exec(compile(SCRIPT, "<tests/test_x64.py SCRIPT>", "exec"), namespace)
+            assert namespace["fit_everything"](str(folder)) is False
+    finally:
+        kernels.set_threads(threads)
+    with np.load(folder / "results.npz") as f:
+        return {k: f[k] for k in f.files}
+
+
 def _fit_everything(base: Path) -> tuple[dict, dict]:
     """``(without x64, with x64)``: the arrays of every family's fits, ``{"family/.../name": array}``.
-    One setting after the other: the second loads the programs they share from the compilation
-    cache that the first filled, instead of compiling them at the same time."""
+    Without x64 in this process when its x64 is off (else in a child), then with x64 in a child:
+    one setting after the other, so that the second loads the programs they share from the
+    compilation cache that the first filled, instead of compiling them at the same time."""
+    import jax
+
     procs, results = {}, {}
     try:
         for x64 in (False, True):
+            if not x64 and not jax.config.jax_enable_x64:
+                results[x64] = _fit_here(base / "x64_0")
+                continue
             proc = procs[x64] = _start(base / f"x64_{int(x64)}", x64)
             stdout, stderr = proc.communicate(timeout=900)
             assert proc.returncode == 0, f"JAX_ENABLE_X64={int(x64)}: the fits failed:\n{stderr[-4000:]}"

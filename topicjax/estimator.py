@@ -53,6 +53,7 @@ from topicjax.core.errors import NumericalError
 from topicjax.core.random import check_random_state, fresh_seed
 from topicjax.core.sharding import host_array
 from topicjax.core.validation import check_int, check_number, int_sequence, integer, number, one_of
+from topicjax.data import entries
 from topicjax.data.corpus import Corpus, CorpusError
 from topicjax.evaluation import metrics
 from topicjax.persistence import SavedModelError, check_arrays, check_meta, load_folder, register_model, save_folder
@@ -77,10 +78,8 @@ def as_corpus(X, vocab=None, *, what: str = "X", empty_docs: str = "error") -> C
     its words) or ``corpus.with_vocab(model.vocab_)`` when the order is not certain."""
     if isinstance(X, Corpus):
         return X
-    import scipy.sparse as sp
-
     refuse_documents(X, what=what)
-    if sp.issparse(X):
+    if entries.is_sparse_matrix(X):
         return Corpus.from_sparse(X, vocab=vocab, empty_docs=empty_docs)
     arr = np.asarray(X)
     if arr.ndim != 2:

@@ -11,6 +11,9 @@ import sys
 import numpy as np
 import pytest
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def mod(load_experiment):

@@ -126,7 +126,9 @@ def test_newborn_topic_first_word_is_not_its_slot():
 def test_init_from_ibp_prior(small):
     """init="ibp": Θ̄ is an IBP draw, every token takes one of its document's topics."""
     corpus, _ = small
-    tokens = lida_state.make_tokens(corpus)
+    # the blocks of the estimators here (tokens_per_block=64): the sweep compiled for
+    # test_counts_equal_assignments[lida-parallel]
+    tokens = lida_state.make_tokens(corpus, block_tokens=64)
     cfg = est("lida")._config(corpus, 16, corpus.n_words)
     Z = ibp.ibp_sample(np.random.default_rng(1), corpus.n_docs, 2.0, 1.0, 0.1, min_features=1)
     theta0 = np.pad(Z, ((0, 0), (0, 16 - Z.shape[1])))
@@ -139,7 +141,7 @@ def test_init_from_ibp_prior(small):
     check_invariants(state, tokens, cfg)
     with pytest.raises(ValueError, match="document 0 has tokens but no active topic"):
         lida_state.init_state(jax.random.key(0), tokens, cfg, HYPER0, 4, np.zeros_like(theta0))
-    # through the estimator: same settings as ``fitted_lida`` (shared compilations)
+    # through the estimator (64 topics: with 16 its births outgrow K_max and the fit compiles its programs twice)
     m = est("lida", init="ibp", eta=1.0, max_iter=2, hyper_start=2, eval_every=0, n_components=64).fit(corpus)
     assert m.n_components_ == 64 and m.n_topics_ >= 1 and m.theta_bar_.any(1).all()
     with pytest.raises(ValueError, match="init must be"):

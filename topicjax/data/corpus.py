@@ -32,7 +32,6 @@ from functools import cached_property
 from typing import Iterable, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from topicjax.data import build
 from topicjax.data.splits import completion_tokens, completion_words
@@ -181,7 +180,7 @@ class Corpus:
         are named ``w0, w1, ...`` (at most :data:`MAX_PLACEHOLDER_WORDS` of them); the matrix's
         shape is taken as given (its empty rows are empty documents).
         """
-        if not sp.issparse(matrix):
+        if not entries.is_sparse_matrix(matrix):
             return cls.from_dense(matrix, vocab, **kwargs)
         D, W = matrix.shape
         rows, cols, data = entries.csr_entries(matrix)
@@ -327,8 +326,10 @@ class Corpus:
         return self.n_docs
 
     # ------------------------------------------------------------------ conversions
-    def to_sparse(self) -> sp.csr_matrix:
+    def to_sparse(self) -> "scipy.sparse.csr_matrix":
         """``(n_docs, n_words)`` CSR matrix of counts."""
+        import scipy.sparse as sp  # here: a corpus read from a file needs none of SciPy
+
         return sp.csr_matrix(
             (self.counts.astype(np.float64), (self.doc_ids, self.word_ids)), shape=(self.n_docs, self.n_words)
         )

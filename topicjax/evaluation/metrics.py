@@ -32,7 +32,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from topicjax.core import foldin, layout
 from topicjax.core.validation import check_int
@@ -195,6 +194,8 @@ def heldout_perplexity(phi, observed: Corpus, heldout: Corpus, *, theta=None, n_
 # ------------------------------------------------------------------------------ coherence
 def cooccurrence(corpus: Corpus, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Document frequencies ``S(w)`` and co-document frequencies ``S(w, w')`` of ``words``."""
+    import scipy.sparse as sp  # here: a fit and its perplexity need none of SciPy
+
     words = np.asarray(words, np.int64)
     B = sp.csc_matrix(
         (np.ones(corpus.nnz), (corpus.doc_ids, corpus.word_ids)), shape=(corpus.n_docs, corpus.n_words)

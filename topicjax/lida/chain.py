@@ -16,7 +16,7 @@ the chain's keys and the corpus, whose sizes the memory check of a growth reads)
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 import jax
@@ -26,6 +26,7 @@ import numpy as np
 from topicjax.core import driver
 from topicjax.core.compiled import jit
 from .evaluate import Averages, _loglik_blocks, _loglik_totals, _means_cfg, _sample_means, add_sample, collapsed_terms
+from . import kernel
 from .hyper import histograms, hyper_step
 from .sampler import sweep
 from .state import HYPER, Config, Tokens, canonical, grow_state, init_fit_state, init_state
@@ -93,23 +94,33 @@ def _post(state: SamplerState, avg: Averages, k_hyp, it: int, tokens: Tokens, cf
     ``hyper_start`` and ``burn_in`` and the evaluated ones run the same program; ``loglik`` (the
     fit evaluates at all) is static.  Returns the new state, the sums and the record vector
     (float32, :func:`_read`), which the host fetches once."""
+    cfg = _post_cfg(cfg)
+    flags = np.array([it, hyper, accumulate, evaluate], np.int32)  # one transfer
+    # the count histograms by the compiled kernel where it runs the sweeps (static, like the sweep's backend)
+    hyper_vals, avg, rec = _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik,
+                                     kernel.sweep_backend(cfg) == "ffi")
+    return state._replace(**hyper_vals), avg, rec
+
+
+@lru_cache(maxsize=64)
+def _post_cfg(cfg: Config) -> Config:
+    """The settings :func:`_post_jit` reads, the others normalised (fewer programs); cached: a
+    sweep's host work is a few hundred microseconds, each ``dataclasses.replace`` ~80 of them."""
     cfg = canonical(cfg)
     if not cfg.sample:
         cfg = replace(cfg, eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0))
     if "alpha" not in cfg.sample:  # the objective reads the histogram of n_vk only
         cfg = replace(cfg, max_doc_len=0)
-    flags = np.array([it, hyper, accumulate, evaluate], np.int32)  # one transfer
-    hyper_vals, avg, rec = _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik)
-    return state._replace(**hyper_vals), avg, rec
+    return cfg
 
 
-@partial(jit, static_argnames=("cfg", "loglik"), donate_argnums=1)
-def _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik):
+@partial(jit, static_argnames=("cfg", "loglik", "by_kernel"), donate_argnums=1)
+def _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik, by_kernel=False):
     it, on = flags[0], flags[1:] > 0
-    h_wk = histograms(state, replace(cfg, max_doc_len=0), tokens)[1]
+    h_wk = histograms(state, replace(cfg, max_doc_len=0), tokens, by_kernel=by_kernel)[1]
     if cfg.sample:
         def update(state):
-            h_dk = histograms(state, replace(cfg, max_word_count=0), tokens)[0]
+            h_dk = histograms(state, replace(cfg, max_word_count=0), tokens, by_kernel=by_kernel)[0]
             new = hyper_step(jax.random.fold_in(k_hyp, it), state, cfg, tokens, (h_dk, h_wk))
             return tuple(getattr(new, h) for h in HYPER)
 

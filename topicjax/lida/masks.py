@@ -23,7 +23,7 @@ __all__ = ["diagonal_scan", "poisson_small", "topic_step", "word_step"]
 
 
 def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allowed_fn, unroll: int = 1,
-                  cache_cap: int = 64):
+                  cache_cap: int = 64, with_lr: bool = False):
     """Blocked Gibbs over an R x C binary matrix: block s holds the entries (i, (i+s) mod C) (R ≤ C)
     or ((j+s) mod R, j) (R > C), i.e. distinct rows and distinct columns.  The conditional of an
     entry involves only its row sum and column sum, so the entries of a block are conditionally
@@ -32,12 +32,13 @@ def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allow
     expression) and a prior part by column (a table lookup).  ``forced_fn(rows, cols, m_other)``
     (True: entry must be 1), ``allowed_fn(rows, cols, c_total)`` (False: entry must be 0).
 
-    ``lr_fn`` is evaluated once per row at the start and then only for rows whose sum changed (at
-    most ``cache_cap`` per block, else for the whole block): every row keeps lr(m) and lr(m − 1) for
-    its current sum m (an entry that is on sees m − 1 other entries, one that is off sees m), and a
+    ``lr_fn`` is evaluated once per row at the start and then only for rows whose sum changed (in
+    chunks of ``cache_cap`` rows, usually one a block): every row keeps lr(m) and lr(m − 1) for its
+    current sum m (an entry that is on sees m − 1 other entries, one that is off sees m), and a
     flip moves its sum by one.  The blocks are visited in the order s0, s0 + 1, ... (mod the number of
     blocks) from a uniform random s0; the uniforms of the entries are a counter-based hash of
-    (block, position).  Returns the new mask, row sums and column sums."""
+    (block, position).  Returns the new mask, row sums and column sums, and with ``with_lr`` also
+    ``lr_fn(rows, new row sums)`` of every row (kept by the scan: no evaluation more)."""
     R, C = mask.shape
     L, S = max(R, C), min(R, C)
     iota = jnp.arange(S, dtype=jnp.int32)
@@ -45,8 +46,10 @@ def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allow
     k_u, k_s = jax.random.split(key)
     seed = jax.random.bits(k_u, (), jnp.uint32)
     s0 = jax.random.randint(k_s, (), 0, L, dtype=jnp.int32)
-    off0 = lr_fn(all_rows, row_sum)  # lr for an entry that is off (m other entries = the row sum)
-    on0 = lr_fn(all_rows, jnp.maximum(row_sum - 1, 0))  # ... that is on
+    # lr for an entry that is off (m other entries = the row sum) and for one that is on, in one
+    # evaluation (each copy of lr_fn's log-gamma code costs compile time)
+    both = lr_fn(jnp.concatenate([all_rows, all_rows]), jnp.concatenate([row_sum, jnp.maximum(row_sum - 1, 0)]))
+    off0, on0 = both[:R], both[R:]
 
     def body(carry, s):
         mask, rsum, csum, lr_off, lr_on = carry
@@ -79,20 +82,23 @@ def diagonal_scan(key, mask, row_sum, col_sum, lr_fn, prior_fn, forced_fn, allow
             return (lr_off.at[r].set(jnp.where(dr > 0, fresh, old_on), mode="drop"),
                     lr_on.at[r].set(jnp.where(dr > 0, old_off, fresh), mode="drop"))
 
-        def few(lr):
-            pos = jnp.nonzero(changed, size=cache_cap, fill_value=S)[0]
-            p = jnp.minimum(pos, S - 1)
-            return refresh(lr, rows[p], d[p], pos < S)
+        # the changed rows in chunks of cache_cap (usually one chunk): one traced copy of lr_fn
+        cap = min(cache_cap, S)
+        pos = jnp.nonzero(changed, size=S, fill_value=S)[0]
+        pos = jnp.concatenate([pos, jnp.full((-S % cap,), S, jnp.int32)]) if S % cap else pos
+        n_chunks = (jnp.sum(changed, dtype=jnp.int32) + cap - 1) // cap
 
-        def many(lr):
-            return refresh(lr, rows, d, changed)
+        def chunk(j, lr):
+            pj = jax.lax.dynamic_slice(pos, (j * cap,), (cap,))
+            p = jnp.minimum(pj, S - 1)
+            return refresh(lr, rows[p], d[p], pj < S)
 
-        lr_off, lr_on = jax.lax.cond(jnp.sum(changed) <= cache_cap, few, many, (lr_off, lr_on))
+        lr_off, lr_on = jax.lax.fori_loop(0, n_chunks, chunk, (lr_off, lr_on))
         return (mask, rsum, csum.at[cols].add(d), lr_off, lr_on), None
 
     order = (jnp.arange(L, dtype=jnp.int32) + s0) % L
-    (mask, rsum, csum, _, _), _ = jax.lax.scan(body, (mask, row_sum, col_sum, off0, on0), order, unroll=unroll)
-    return mask, rsum, csum
+    (mask, rsum, csum, lr_off, _), _ = jax.lax.scan(body, (mask, row_sum, col_sum, off0, on0), order, unroll=unroll)
+    return (mask, rsum, csum, lr_off) if with_lr else (mask, rsum, csum)
 
 
 def poisson_small(key, rates, cap: int = 24):
@@ -135,10 +141,11 @@ def topic_step(key, state: State, tokens: Tokens, cfg: Config):
     prior = topic_prior_logodds(jnp.arange(D + 1), n_other, eta, delta, sigma)  # by other documents c
     forced = lambda rows, cols, m_o: n_dk[rows, cols] > 0
     allowed = lambda rows, cols, c_tot: c_tot > 0  # a dead slot is revived only by a birth
-    tb, m, c = diagonal_scan(k1, state.theta_bar, m0, jnp.sum(state.theta_bar, 0, dtype=jnp.int32), lr_fn,
-                             lambda cols, c_o: prior[c_o], forced, allowed, cfg.unroll)
-    # Births: document d draws Poisson(π̃_d) new topics, π̃_d of eq. (30) with c = 0.
-    rate = jax.nn.sigmoid(ibp_mass(n_other, eta, delta, sigma) + log_ratio_add_empty(m, n_d, alpha))
+    tb, m, c, lr_m = diagonal_scan(k1, state.theta_bar, m0, jnp.sum(state.theta_bar, 0, dtype=jnp.int32), lr_fn,
+                                   lambda cols, c_o: prior[c_o], forced, allowed, cfg.unroll, with_lr=True)
+    # Births: document d draws Poisson(π̃_d) new topics, π̃_d of eq. (30) with c = 0 (lr_m: the
+    # likelihood part at the document's m active topics, as the scan keeps it)
+    rate = jax.nn.sigmoid(ibp_mass(n_other, eta, delta, sigma) + lr_m)
     owner, slots, ok, overflow = _allocate(k2, rate, D, c == 0, K)
     tb = (tb.astype(jnp.int8).at[owner, slots].add(ok.astype(jnp.int8)) > 0)
     return tb, overflow
@@ -170,14 +177,14 @@ def word_step(key, state: State, theta_bar, cfg: Config):
     M0 = jnp.sum(phi_bar, 0, dtype=jnp.int32)
     lr_fn = lambda rows, m: log_ratio_add_empty(m, n_k[rows], beta)
     prior = word_prior_logodds(jnp.arange(K + 1), k_star, gamma, xi, zeta, W, finite)
-    pbT, M, c = diagonal_scan(
+    pbT, M, c, lr_M = diagonal_scan(
         k1, phi_bar.T, M0, jnp.sum(phi_bar, 1, dtype=jnp.int32), lr_fn, lambda cc, c_o: prior[c_o],
-        lambda r, cc, m_o: forced(cc, r, m_o), lambda r, cc, c_tot: allowed(cc, r, c_tot), cfg.unroll,
+        lambda r, cc, m_o: forced(cc, r, m_o), lambda r, cc, c_tot: allowed(cc, r, c_tot), cfg.unroll, with_lr=True,
     )
     phi_bar = pbT.T
     overflow = jnp.int32(0)
     if not finite:
-        rate = jax.nn.sigmoid(ibp_mass(k_star - 1.0, gamma, xi, zeta) + log_ratio_add_empty(M, n_k, beta))
+        rate = jax.nn.sigmoid(ibp_mass(k_star - 1.0, gamma, xi, zeta) + lr_M)  # lr_M: lr_fn at M, kept by the scan
         rate = jnp.where(live, rate, 0.0)
         free = (c == 0) & (jnp.arange(V) >= W)
         owner, slots, ok, overflow = _allocate(k2, rate, K, free, V - W)

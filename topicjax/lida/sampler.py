@@ -26,7 +26,7 @@ algorithm module for a sweep alone: :data:`State`, :func:`init`
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -172,6 +172,7 @@ def assign_stale(key, state: State, tokens: Tokens, cfg: Config, theta_bar, phi_
 
 
 # ============================================================================ one sweep
+@lru_cache(maxsize=64)
 def _normalised(cfg: Config) -> Config:
     """Settings that only the hyperparameter step reads, normalised: fewer compilations."""
     return replace(cfg, sample=(), eta_prior=(1.0, 1.0), gamma_prior=(1.0, 1.0), max_doc_len=0, max_word_count=0)

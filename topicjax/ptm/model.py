@@ -275,6 +275,9 @@ class PTM(TopicModelBase):
             m.vocab_, m.n_features_in_ = list(corpus.vocab), N
             return m
 
+        # on the host, once: a restart's state is then a numpy view, where slicing the device arrays
+        # restart by restart compiled a slice and a squeeze for every shape of the state (14 programs)
+        finals, states = jax.device_get((finals, states))
         models = []
         for g, (m, state, rows) in enumerate(self._batch_models(finals, recs, n_iters, status, seeds=seeds, clone=clone,
                                                                 error=error, seconds=per_iter)):
