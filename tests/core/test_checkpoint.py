@@ -25,6 +25,9 @@ import pytest
 import topicjax as tj
 from topicjax.core import checkpoint as ck
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 # The fits, shared with the child process (which runs this text too).
 SETUP = textwrap.dedent("""
     import topicjax as tj

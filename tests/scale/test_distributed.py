@@ -30,6 +30,9 @@ from topicjax.scale.store import BatchStore, StoreWriter, write_store
 from multidevice import COMMON, N_ITER, ONLINE_KW, STORE_BATCH, T, owned_documents, run, store_corpus
 from two_process_run import two_process_run
 
+#: among the suite's longest: run first (tests/conftest.py: pytest_collection_modifyitems)
+pytestmark = pytest.mark.slow
+
 TOL = dict(rtol=1e-5, atol=1e-6)  # float32 sums in another order (module docstring)
 
 
@@ -52,7 +55,22 @@ def test_bad_mesh_and_empty_corpus_are_rejected():
         distributed.make_mesh([])
 
 
-def test_four_devices_give_the_single_device_model():
+def _reg(phi, theta):  # multidevice.COMMON's regularizer
+    return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
+
+
+@pytest.fixture(scope="module")
+def references():
+    """The one-device ARTM fits of :data:`multidevice.COMMON` that the sharded fits are compared
+    with, by the name of their regularizers: none ("plsa"), COMMON's ("artm") and one that averages
+    over the columns of Θ ("mean"), fitted once for the module (not in each child process)."""
+    corpus, _, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
+    kw = dict(max_iter=N_ITER, progress=False, random_state=0, scores=("perplexity",))
+    regs = {"plsa": None, "artm": [_reg], "mean": [lambda phi, theta: 0.5 * jnp.sum(jnp.log(jnp.mean(theta, axis=1)))]}
+    return {name: tj.ARTM(T, regularizers=r, **kw).fit(corpus) for name, r in regs.items()}
+
+
+def test_four_devices_give_the_single_device_model(references):
     code = COMMON + textwrap.dedent(
         f"""
         assert len(jax.devices()) == 4
@@ -98,19 +116,21 @@ def test_four_devices_give_the_single_device_model():
         # A regularizer that averages over the columns of Θ sees the 70 documents, not the padding.
         REGS["mean"] = [lambda phi, theta: 0.5 * jnp.sum(jnp.log(jnp.mean(theta, axis=1)))]
         res = {{"layout": layout_res}}
-        for name, regs in REGS.items():
-            ref = tj.ARTM({T}, regularizers=regs, **KW).fit(corpus)
+        for name, regs in REGS.items():  # the one-device fits are the parent's (references())
             m = distributed.fit(corpus, {T}, regularizers=regs, **KW)
-            res[name] = dict(
-                phi=float(np.abs(m.phi_ - ref.phi_).max()), theta=float(np.abs(m.theta_ - ref.theta_).max()),
-                ll=abs(m.history_[-1]["objective"] - ref.history_[-1]["objective"]) / abs(ref.history_[-1]["objective"]),
-                reg=abs(m.history_[-1]["regularizer"] - ref.history_[-1]["regularizer"]) / max(
-                    abs(ref.history_[-1]["regularizer"]), 1.0),
-                phi_sum=float(np.abs(m.phi_.sum(0) - 1).max()))
+            res[name] = dict(phi=m.phi_.tolist(), theta=m.theta_.tolist(), ll=m.history_[-1]["objective"],
+                             reg=m.history_[-1]["regularizer"])
         print(json.dumps(res))
         """
     )
     res = run(code, 4)
+    for name in ("plsa", "artm", "mean"):  # float32 values, exact through JSON's float64
+        phi, theta = np.asarray(res[name]["phi"], np.float32), np.asarray(res[name]["theta"], np.float32)
+        ref = references[name]
+        ll, reg = ref.history_[-1]["objective"], ref.history_[-1]["regularizer"]
+        res[name] = dict(phi=float(np.abs(phi - ref.phi_).max()), theta=float(np.abs(theta - ref.theta_).max()),
+                         ll=abs(res[name]["ll"] - ll) / abs(ll), reg=abs(res[name]["reg"] - reg) / max(abs(reg), 1.0),
+                         phi_sum=float(np.abs(phi.sum(0) - 1).max()))
     lay = res["layout"]
     assert lay["block"] == 18 and lay["width"] == 72 and lay["spec"] == "P(None, 'docs')", lay
     assert lay["shapes"] == [[T, 18]] and lay["pad"] == 0.0 and lay["alive"] == [1.0, 1.0, 0.0, 0.0], lay
@@ -126,7 +146,7 @@ def test_four_devices_give_the_single_device_model():
         assert r["ll"] < 1e-6 and r["reg"] < 1e-5 and r["phi_sum"] < 1e-5, (name, r)
 
 
-def test_two_processes_with_jax_distributed(tmp_path_factory):
+def test_two_processes_with_jax_distributed(tmp_path_factory, references):
     # A regularizer of Θ: it must see the 70 documents of Θ split over 4 devices (blocks of 18,
     # 2 padding columns), as the one-device fit does.  Θ gathered to the host in blocks: checked
     # in the processes (tests/two_process_run.py, step 4).
@@ -136,11 +156,7 @@ def test_two_processes_with_jax_distributed(tmp_path_factory):
     np.testing.assert_array_equal(a["phi"], b["phi"])  # every process holds the same model
     np.testing.assert_array_equal(a["theta"], b["theta"])
     # ... which is the single-device model, computed here in one process.
-    def reg(phi, theta):  # COMMON's
-        return 0.01 * jnp.sum(jnp.log(phi)) - 0.02 * jnp.sum(jnp.log(theta))
-
-    corpus, _, _ = datasets.make_bars(n_docs=70, doc_length=40, seed=3)
-    ref = tj.ARTM(T, regularizers=[reg], max_iter=N_ITER, progress=False, random_state=0).fit(corpus)
+    ref = references["artm"]
     assert a["theta"].shape == ref.theta_.shape
     np.testing.assert_allclose(a["phi"], ref.phi_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(a["theta"], ref.theta_, rtol=1e-5, atol=1e-6)

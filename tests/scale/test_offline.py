@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from child_env import measured_child_env
+from forked_peaks import measure_forked, measured_env
 
 import topicjax as tj
 from topicjax import regularizers as R
@@ -59,50 +59,44 @@ def test_initial_phi_and_errors(bars_store):
                           progress=False)
 
 
-SCRIPT = r"""
-import json, sys, tempfile, numpy as np
-def kb():
-    return int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]) * 1024
-how, n_docs = sys.argv[1], int(sys.argv[2])
+#: the setup of the measuring child (tests/forked_peaks.py); ``fit(how, n_docs)`` runs in a process
+#: forked from it and returns the peak of its fit alone and the store's non-zeros
+SETUP = r"""
+import tempfile, numpy as np
 import topicjax as tj
 from topicjax.data import synthetic
 from topicjax.scale import offline, store
-gen = synthetic.LDAGenerator(n_docs=n_docs, n_words=3000, mean_length=120.0, n_topics=20, seed=0)
-folder = tempfile.mkdtemp()
-w = store.StoreWriter(folder, 2000, "test")
-for c in gen.chunks(2000):
-    w.append(np.diff(c.offsets), c.word_ids, c.counts)
-st = w.close([f"w{i}" for i in range(3000)])
-nnz = int(st.doc_offsets()[-1])
-del w, gen
-try:  # the peak of the fit alone: writing the store does not count (Linux resets VmHWM on "5")
-    open("/proc/self/clear_refs", "w").write("5")
-except OSError:
-    pass
-if how == "store":
-    offline.fit_store(st, 8, max_iter=2, progress=False)
-else:
-    tj.PLSA(8, max_iter=2, random_state=0, progress=False).fit(st.corpus())
-print(json.dumps({"peak": kb(), "nnz": nnz}))
+
+def fit(how, n_docs):
+    with tempfile.TemporaryDirectory() as folder:
+        w = store.StoreWriter(folder, 2000, "test")
+        gen = synthetic.LDAGenerator(n_docs=n_docs, n_words=3000, mean_length=120.0, n_topics=20, seed=0)
+        for c in gen.chunks(2000):
+            w.append(np.diff(c.offsets), c.word_ids, c.counts)
+        st = w.close([f"w{i}" for i in range(3000)])
+        nnz = int(st.doc_offsets()[-1])
+        del w, gen
+        # the peak of the fit alone: writing the store does not count (Linux resets VmHWM on "5")
+        open("/proc/self/clear_refs", "w").write("5")
+        if how == "store":
+            offline.fit_store(st, 8, max_iter=2, progress=False)
+        else:
+            tj.PLSA(8, max_iter=2, random_state=0, progress=False).fit(st.corpus())
+        peak = peak_bytes()
+    return {"peak": peak, "nnz": nnz}
 """
 
 
-def _measure(how, n_docs):
-    env = measured_child_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", SCRIPT, how, str(n_docs)], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for the peak resident memory")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc for the peak resident memory")
 def test_peak_memory_grows_much_less_than_the_in_memory_fit():
     """From 5,000 to 40,000 documents (0.38 M -> 3.0 M non-zeros), T = 8: the in-memory PLSA fit's
     peak grows by 46-52 bytes per added non-zero (the corpus, 12, its device layout and the
     temporaries of building it; measured), the store's fit by 10-11 (measured; O(documents) state:
     Θ and its M-step temporaries, the document lengths, the offsets; the entries: one batch and the
-    prefetched next).  A fit that held the corpus and its layout again would add >= 24."""
-    small, big = _measure("store", 5000), _measure("store", 40000)
+    prefetched next).  A fit that held the corpus and its layout again would add >= 24.  Each fit
+    in a fresh process forked from one child (tests/forked_peaks.py), compiling its own programs."""
+    env = measured_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="1", PYTHONPATH=str(ROOT))
+    small, big = measure_forked(SETUP, ["fit('store', 5000)", "fit('store', 40000)"], env, timeout=300)
     per_nnz = (big["peak"] - small["peak"]) / (big["nnz"] - small["nnz"])
     assert per_nnz < 20, per_nnz
 
@@ -135,7 +129,7 @@ def test_peak_memory_does_not_grow_with_passes():
     and one malloc arena (``topicjax._malloc``) lets the blocks freed by one thread serve the
     others (measured: +6-9 MB from 2 to 8 passes; with glibc's default arenas +140-175 MB, and
     1.9 GiB instead of 1.1 GiB at NYTimes size)."""
-    env = measured_child_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="2", PYTHONPATH=str(ROOT))
+    env = measured_env(JAX_PLATFORMS="cpu", TOPICJAX_THREADS="2", PYTHONPATH=str(ROOT))
     env.pop("MALLOC_ARENA_MAX", None)
     out = subprocess.run([sys.executable, "-c", PASSES_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -27,6 +27,10 @@ stale modes always run in XLA):
 * in Python, :func:`set_backend` (the choice is a static argument of the compiled sweep, so
   switching back and forth reuses both programs).
 
+Where the kernel runs a chain's sweeps, it also counts the count tables' histograms of the
+hyperparameter step after every sweep (:func:`count_histogram`; the same integers as XLA's
+scatter, faster).
+
 The kernel is part of the compiled module of :mod:`topicjax.core.kernels` (built by ``pip install``)
 and shares its thread pool: :func:`set_threads` here and ``topicjax.core.kernels.set_threads`` set
 the same number (default: the cores this process may run on, or ``TOPICJAX_THREADS``).
