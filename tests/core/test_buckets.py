@@ -25,16 +25,17 @@ from topicjax.artm import setup
 from topicjax.core import estep, kernels, layout
 from shapes import bucketed_and_exact, lowered_programs
 
-#: the corpus of these tests: 70 documents (a bucket of 80 columns) of 1 to 3 pieces each
+#: the corpus of these tests: 70 documents of 1 to 3 pieces each (below the floors: 128 columns of
+#: Θ, 128 rows of Φ, 256 pieces)
 N_DOCS, N_WORDS = 70, 40
 
 
-def _corpus(n_docs=N_DOCS, seed=0):
-    """Documents of varied lengths over 40 words (every word used), counts 0-4."""
+def _corpus(n_docs=N_DOCS, seed=0, n_words=N_WORDS):
+    """Documents of varied lengths over ``n_words`` words (every word used), counts 0-4."""
     rng = np.random.default_rng(seed)
-    rate = rng.uniform(0.1, 1.6, size=(n_docs, 1)) * rng.uniform(0.2, 1.4, size=(1, N_WORDS))
+    rate = rng.uniform(0.1, 1.6, size=(n_docs, 1)) * rng.uniform(0.2, 1.4, size=(1, n_words))
     X = rng.poisson(rate)
-    X[np.arange(n_docs), rng.integers(0, N_WORDS, n_docs)] += 1  # no empty document
+    X[np.arange(n_docs), rng.integers(0, n_words, n_docs)] += 1  # no empty document
     X[0] += 1  # every word occurs
     return tj.Corpus.from_dense(X)
 
@@ -71,6 +72,24 @@ def test_bucket_size_is_eight_sizes_per_octave_with_a_floor():
         layout.bucket_size(5, 0)
 
 
+def test_bucket_size_at_and_around_the_floor():
+    """Every size up to the floor is the floor; above it the buckets of the step (the rule above)."""
+    for floor, step in ((256, 64), (128, 16), (32, 16), (64, 1)):
+        for n in range(0, 2 * floor + 40):
+            want = floor if n <= floor else max(_geometric(n), -(-n // step) * step)
+            assert layout.bucket_size(n, step, floor) == want, (n, step, floor)
+        assert layout.bucket_size(floor + 1, step, floor) > floor  # the first size above: the next bucket
+    # the package's floors: tiny corpora pad to them, KOS (3,430 documents, 6,906 words) is far above
+    assert layout.bucket_size(1, layout.PIECE_STEP, layout.PIECE_FLOOR) == layout.PIECE_FLOOR == 256
+    assert layout.bucket_size(1, layout.DOC_STEP, layout.DOC_FLOOR) == layout.DOC_FLOOR == 128
+    assert layout.bucket_size(70, layout.DOC_STEP, layout.WORD_FLOOR) == layout.WORD_FLOOR == 128
+    assert layout.bucket_size(3430, layout.DOC_STEP, layout.DOC_FLOOR) == layout.bucket_size(3430, layout.DOC_STEP)
+    with pytest.raises(ValueError, match="floor must be a bucket"):
+        layout.bucket_size(5, 64, 100)  # not a multiple of the step: the buckets would not be monotone
+    with pytest.raises(ValueError, match="floor >= 0"):
+        layout.bucket_size(5, 1, -1)
+
+
 def test_the_switch(monkeypatch):
     monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
     assert layout.buckets_on()
@@ -98,7 +117,7 @@ def test_a_bucketed_layout_is_the_corpus_with_zero_pieces(corpus):
     exact = layout.prepare(corpus, chunk=4 * layout.PIECE, with_doc=False)
     assert exact.piece_doc.shape == (-(-n_pieces // 4), 4)
     padded = layout.prepare(corpus, chunk=4 * layout.PIECE, with_doc=False, buckets=True, word_mirror=True)
-    assert padded.piece_doc.shape == (layout.bucket_size(n_pieces, layout.PIECE_STEP) // 4, 4)
+    assert n_pieces < 256 and padded.piece_doc.shape == (256 // 4, 4)  # the floor, layout.PIECE_FLOOR
     assert padded.piece_doc.size > exact.piece_doc.size
     assert float(padded.count.sum()) == corpus.n_tokens
     pd = np.asarray(padded.piece_doc).reshape(-1)
@@ -106,7 +125,7 @@ def test_a_bucketed_layout_is_the_corpus_with_zero_pieces(corpus):
     assert padded.mirror.slot.shape[0] == layout.bucket_size(padded.mirror.slot.shape[0])
     # the E-step over more columns than documents (a bucketed fit's Θ), against numpy
     rng = np.random.default_rng(1)
-    T, width = 5, layout.bucket_size(corpus.n_docs, layout.DOC_STEP)
+    T, width = 5, 128  # the floor of Θ's columns, layout.DOC_FLOOR
     phi = rng.uniform(0.1, 1, (N_WORDS, T))
     phi /= phi.sum(0)
     theta = rng.uniform(0.1, 1, (T, width))
@@ -159,9 +178,9 @@ def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, kind):
     model = make()
     st, device = model._structure(corpus, None, 5), model._trackers()[0]
     reg = model.regularizer().bind(setup.context(st, 5, "fit"))  # as the fit binds it
-    assert setup.theta_width(N_DOCS, reg, device, (N_WORDS, 5)) == (N_DOCS if kind == "artm_theta" else 80)
-    # Φ's rows padded only where nothing reads Φ (no regularizer, no device score)
-    assert setup.phi_rows(st, reg, device) == (48 if kind == "plsa" else N_WORDS)
+    assert setup.theta_width(N_DOCS, reg, device, (N_WORDS, 5)) == (N_DOCS if kind == "artm_theta" else 128)
+    # Φ's rows padded (to the floor) only where nothing reads Φ (no regularizer, no device score)
+    assert setup.phi_rows(st, reg, device) == (128 if kind == "plsa" else N_WORDS)
     bucketed, exact = _fit_both(monkeypatch, make, corpus)
     _assert_same_model(bucketed, exact, _corpus(23, seed=5))
 
@@ -181,7 +200,7 @@ def test_a_large_corpus_keeps_its_exact_layout(monkeypatch, corpus):
     st = model._structure(corpus, None, 5)
     reg = model.regularizer().bind(setup.context(st, 5, "fit"))
     assert setup.theta_width(N_DOCS, reg, (), (N_WORDS, 5), corpus.nnz) == N_DOCS
-    assert setup.theta_width(N_DOCS, reg, (), (N_WORDS, 5), corpus.nnz - 1) == 80  # below the limit: a bucket
+    assert setup.theta_width(N_DOCS, reg, (), (N_WORDS, 5), corpus.nnz - 1) == 128  # below the limit: the floor
     assert setup.phi_rows(st, reg) == N_WORDS
     bucketed, exact_fit = _fit_both(monkeypatch, make, corpus)
     _assert_same_model(bucketed, exact_fit, _corpus(23, seed=5))
@@ -201,7 +220,7 @@ def test_a_theta_regularizer_sees_the_documents_only(monkeypatch, corpus):
     # which terms read Θ is found by tracing them: a plain R of Φ alone leaves Θ in buckets
     shape = (N_WORDS, 4)
     assert setup.theta_width(N_DOCS, R.as_regularizer([entropy]), (), shape) == N_DOCS
-    assert setup.theta_width(N_DOCS, R.as_regularizer([lambda phi, theta: -jnp.sum(phi ** 2)]), (), shape) == 80
+    assert setup.theta_width(N_DOCS, R.as_regularizer([lambda phi, theta: -jnp.sum(phi ** 2)]), (), shape) == 128
     assert setup.theta_width(N_DOCS, R.as_regularizer([lambda phi, theta: jnp.sum(theta[0])]), (), shape) == N_DOCS
     assert setup.theta_width(N_DOCS, R.as_regularizer([]), ("a device score",), shape) == N_DOCS
 
@@ -248,6 +267,28 @@ def test_folds_of_a_cross_validation_share_their_programs(monkeypatch):
         lowered.clear()
         tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(folds[0][0])
         assert lowered
+
+
+@pytest.mark.parametrize("kind", ["plsa", "artm"])
+def test_sizes_below_the_floors_share_one_program(monkeypatch, kind):
+    """A corpus of 20 documents and one of 100 (other words for PLSA: 40 and 30; ARTM, whose Φ
+    regularizer keeps Φ's rows exact, 40 both): without the floors their buckets differ (32 and 112
+    columns of Θ, 64 and 192 pieces, 48 and 32 rows of Φ); with them both pad to 128 columns, 256
+    pieces (and 128 rows): the second fit and its ``transform`` lower no program."""
+    small = _corpus(20, seed=7)
+    large = _corpus(100, seed=7, n_words=30 if kind == "plsa" else N_WORDS)
+    assert (layout.bucket_size(20, layout.DOC_STEP), layout.bucket_size(_pieces(small), layout.PIECE_STEP)) == (32, 64)
+    assert (layout.bucket_size(100, layout.DOC_STEP), layout.bucket_size(_pieces(large), layout.PIECE_STEP)) == (112, 192)
+    make = {"plsa": lambda: tj.PLSA(4, max_iter=3, random_state=0, progress=False),
+            "artm": lambda: tj.ARTM(4, regularizers=[(R.decorrelate(), 1.0)], scores=(), max_iter=3,
+                                    random_state=0, progress=False)}[kind]
+    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
+    make().fit(small).transform(small)  # the floors' programs, built once
+    with lowered_programs() as lowered:
+        model = make().fit(large)
+        assert model.transform(large.subset(range(20))).shape == (20, 4) and model.theta_.shape == (4, 100)
+        assert model.phi_.shape == (large.n_words, 4)
+        assert lowered == [], len(lowered)
 
 
 def test_a_checkpoint_of_other_shapes_is_refused_by_name(monkeypatch, tmp_path):

@@ -9,6 +9,7 @@ GEM programs, and the padding documents change no result.
 * the BIC of a bucketed fit against 2014 eq. 26 / 2020 eq. 16 written out term by term for the
   real documents (``ref_bic`` of ``test_ptm_bic.py``): padding rows add neither ``log M`` nor a
   likelihood or cost term;
+* corpora below the floors: one program, and the floored fit is the exact-shape fit;
 * two corpora of different sizes in one bucket: the second fit (and its ``transform``) lowers no
   program; with exact shapes it lowers its own.
 """
@@ -145,3 +146,33 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
         lowered.clear()
         _make().fit(_corpus(72, seed=4))
         assert lowered
+
+
+def test_below_the_floors_one_program_and_the_exact_shape_fit(monkeypatch):
+    """12 documents over 14 words and 30 over 27: their buckets differ without the floors (16 and
+    32 documents, 16 and 32 words), with them (:data:`topicjax.ptm.layout.PTM_DOC_FLOOR`,
+    ``PTM_WORD_FLOOR``: 32) both pad to 32 documents and 32 words.  The floored fit of the small
+    corpus is its exact-shape fit (switches, Φ, Θ, BIC history, transform); the larger corpus's fit
+    and transform then lower no program."""
+    def _make2():
+        return tj.PTM(2, max_iter=5, tol=0, random_state=0, progress=False)
+
+    bars = tj.datasets.make_bars(n_docs=12, doc_length=40, seed=8)[0].to_dense()
+    dense = bars[:, :14].copy()
+    dense[:, :11] += bars[:, 14:]  # 25 bars words folded onto 14: every token kept
+    small, large = tj.Corpus.from_dense(dense), _corpus(30, seed=9)
+    assert [core_layout.bucket_size(n, core_layout.DOC_STEP) for n in (12, 14, 30, 27)] == [16, 16, 32, 32]
+    bucketed, exact = bucketed_and_exact(monkeypatch, lambda: _make2().fit(small))
+    assert bucketed.last_state_.v.shape[0] == 32 and bucketed.last_state_.u.shape[1] == 32
+    assert bucketed.theta_.shape == exact.theta_.shape == (2, 12) and bucketed.phi_.shape == (14, 2)
+    np.testing.assert_array_equal(bucketed.u_, exact.u_)
+    np.testing.assert_array_equal(bucketed.v_, exact.v_)
+    np.testing.assert_allclose(bucketed.phi_, exact.phi_, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(bucketed.theta_, exact.theta_, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(bucketed.bic_history_, exact.bic_history_, rtol=1e-7)
+    assert bucketed.n_iter_ == exact.n_iter_
+    np.testing.assert_allclose(bucketed.transform(small), exact.transform(small), rtol=1e-5, atol=1e-7)
+    with lowered_programs() as lowered:
+        model = _make2().fit(large)
+        assert model.transform(large).shape == (30, 2)
+        assert lowered == [], len(lowered)

@@ -90,7 +90,7 @@ def test_a_bucketed_fit_is_the_exact_shape_fit(monkeypatch, corpus, solver):
     for name in ("pi_", "tau_", "beta_", "theta_"):
         _close(getattr(a, name), getattr(b, name))
     assert a.theta_.shape == (K, N_DOCS) and a.beta_.shape == (K, W) and a.n_iter_ == b.n_iter_ == 6
-    assert a._words(W) == 32  # the vocabulary of 30 words padded (EM), not for SGD's softmax
+    assert a._words(W) == 128  # the vocabulary of 30 words padded to the floor (EM), not for SGD's softmax
     _close(a.loglik_history_, b.loglik_history_, rtol=1e-7, atol=0)
     assert [o.shape for o in outs_a[:4]] == [(9, K), (9, J), (9,), (9, K)]
     for x, y in zip(outs_a, outs_b):
@@ -110,7 +110,7 @@ def test_restarts_with_buckets_are_the_exact_shape_restarts(monkeypatch, corpus)
 
 
 def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
-    """100 and 105 documents (128 rows both) over 30 and 28 words (32 columns both): the second
+    """100 and 105 documents (128 rows both) over 30 and 28 words (128 columns both, the floor): the second
     corpus's EM fit and inference lower no program; with exact shapes a corpus of another size
     lowers its own."""
     monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
@@ -129,3 +129,25 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
         lowered.clear()
         TTMM(K, n_themes=J, max_iter=3, progress=False).fit(_corpus(102, seed=4))
         assert lowered
+
+
+def test_sizes_below_the_floors_share_one_program(monkeypatch):
+    """20 documents over 30 words and 100 over 12: without the floors their words' and pieces'
+    buckets differ (32 and 16 columns of β; about 30 and 100 pieces: 64 and 128), with them both
+    pad to 128 columns and 256 pieces (and 128 rows): the second corpus's EM fit and inference
+    lower no program."""
+    from topicjax.core import layout
+
+    small = _corpus(20, seed=5)
+    other = sample_corpus(synthetic_params(J, K, 12, concentration=0.3, seed=1), n_docs=100, doc_length=(10, 40),
+                          seed=6)[0]
+    pieces = [int(np.sum(-(-np.diff(c.doc_offsets) // layout.PIECE))) for c in (small, other)]
+    assert [layout.bucket_size(p, layout.PIECE_STEP) for p in pieces] == [64, 128]
+    assert [layout.bucket_size(c.n_words, layout.DOC_STEP) for c in (small, other)] == [32, 16]
+    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
+    m = TTMM(K, n_themes=J, max_iter=3, progress=False).fit(small)
+    m.transform(small)
+    with lowered_programs() as lowered:
+        m = TTMM(K, n_themes=J, max_iter=3, progress=False).fit(other)
+        assert m.transform(other).shape == (100, K) and m.beta_.shape == (K, 12)
+        assert lowered == [], len(lowered)

@@ -176,7 +176,8 @@ def device_data(src, chunk=None, dtype=jnp.float32, mesh=None):
 def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None, nnz: int = 0) -> int:
     """Columns of Θ in the compiled programs of a local fit or ``transform`` of ``n_docs``
     documents: :func:`topicjax.core.layout.bucket_size` of it (at most 12.5 % more, or up to 15 more
-    columns, :data:`~topicjax.core.layout.DOC_STEP`), so that corpora of similar size share one
+    columns, :data:`~topicjax.core.layout.DOC_STEP`, and at least
+    :data:`~topicjax.core.layout.DOC_FLOOR`), so that corpora of similar size share one
     program, or ``n_docs`` itself.
 
     The columns after the documents are no document: θ = 0 and ``doc_alive`` = 0 from the start
@@ -205,7 +206,7 @@ def theta_width(n_docs: int, reg, device_scores=(), phi_shape=None, nnz: int = 0
         phi = jax.ShapeDtypeStruct(tuple(int(x) for x in phi_shape), jnp.float32)
         if any(t.update is not None or _reads_theta(t, p, phi, theta) for t, p in zip(reg.terms, reg.params)):
             return n_docs
-    return layout.bucket_size(n_docs, layout.DOC_STEP)
+    return layout.bucket_size(n_docs, layout.DOC_STEP, layout.DOC_FLOOR)
 
 
 def _reads_theta(term, params, phi, theta) -> bool:
@@ -223,7 +224,8 @@ def _reads_theta(term, params, phi, theta) -> bool:
 def phi_rows(st: Structure, reg, device_scores=()) -> int:
     """Rows of Φ in the compiled programs of a local fit or ``transform`` over ``st``: the
     vocabulary rounded up to a bucket (:func:`topicjax.core.layout.bucket_size`, a multiple of
-    :data:`~topicjax.core.layout.DOC_STEP`), so that corpora over vocabularies of similar size
+    :data:`~topicjax.core.layout.DOC_STEP`, at least :data:`~topicjax.core.layout.WORD_FLOOR`), so
+    that corpora over vocabularies of similar size
     share one program, or ``st.n_rows`` itself.
 
     The rows after the words are no word: zero in the initial Φ (:func:`topicjax.artm.algorithm.init`'s
@@ -238,7 +240,7 @@ def phi_rows(st: Structure, reg, device_scores=()) -> int:
     if (reg.terms or device_scores or len(st.mod_names) > 1 or st.classes or not layout.buckets_on()
             or st.corpus.nnz > layout.BUCKET_MAX_NONZEROS):
         return n
-    return layout.bucket_size(n, layout.DOC_STEP)
+    return layout.bucket_size(n, layout.DOC_STEP, layout.WORD_FLOOR)
 
 
 def context(st: Structure, n_topics: int, phase: str, fitted=None, corpus=None) -> Context:

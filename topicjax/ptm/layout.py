@@ -29,6 +29,14 @@ __all__ = ["Rows", "PTMData", "build_layout", "ptm_data", "doc_mask", "word_mask
 
 #: entries placed per step of :func:`build_layout` (bounds its temporaries)
 _FILL_BLOCK = 1 << 22
+#: Floors of the documents and of the words of a bucketed layout (:func:`ptm_data`,
+#: :func:`topicjax.core.layout.bucket_size`'s ``floor``).  Lower than the EM family's
+#: (:data:`topicjax.core.layout.DOC_FLOOR`, :data:`~topicjax.core.layout.WORD_FLOOR`): a padding
+#: document costs its share of the topic-switch rounds (about 5 µs per GEM iteration), a padding word
+#: about 7 µs (a 20-document corpus over 25 words padded to 128 words: +0.7 ms on 0.4 ms per
+#: iteration), so these floors only merge the smallest buckets (experiments/results/bucket_floors.md).
+PTM_DOC_FLOOR = 32
+PTM_WORD_FLOOR = 32
 
 
 class Rows(NamedTuple):
@@ -170,7 +178,7 @@ def ptm_data(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, w
     ``buckets``: the documents (rows of ``doc_length``, hence of the GEM state's ``(D, P)``
     tables) and the words (``beta0``, the state's ``(P, N)`` tables) rounded up to
     :func:`topicjax.core.layout.bucket_size` (a multiple of :data:`~topicjax.core.layout.DOC_STEP`,
-    at most 12.5 % more) with empty documents and words of ``beta0 = 0``, and the chunks of both
+    at most 12.5 % more, at least :data:`PTM_DOC_FLOOR` / :data:`PTM_WORD_FLOOR`) with empty documents and words of ``beta0 = 0``, and the chunks of both
     layouts likewise, so that corpora of similar size (the folds of a cross-validation) share the
     compiled GEM programs; ``n_docs`` and ``n_words`` hold the real numbers (:func:`doc_mask`,
     :func:`word_mask`), and the estimator cuts the padding off on the host.  Raises
@@ -183,8 +191,8 @@ def ptm_data(corpus: Corpus, *, block_tokens: int = 4096, doc_width: int = 16, w
     # its share of the topic-switch rounds (its candidates' trials, the sorted prefix sums of
     # select_v_flips): about 5 µs per step each with 6 topics (65 documents padded to 128: +14 % per
     # step on a 2-core CPU), where TTMM's padding rows cost nothing measurable (sweeps.DOC_FLOOR)
-    width = core_layout.bucket_size(D, core_layout.DOC_STEP) if buckets else D
-    n_rows = core_layout.bucket_size(N, core_layout.DOC_STEP) if buckets else N
+    width = core_layout.bucket_size(D, core_layout.DOC_STEP, PTM_DOC_FLOOR) if buckets else D
+    n_rows = core_layout.bucket_size(N, core_layout.DOC_STEP, PTM_WORD_FLOOR) if buckets else N
     offsets = np.asarray(corpus.doc_offsets, np.int64)
     offsets = np.concatenate([offsets, np.full(width - D, offsets[-1])])  # empty documents after the real ones
     docs, words = build_layout(offsets, corpus.word_ids, corpus.counts, n_rows,

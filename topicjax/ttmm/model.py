@@ -193,11 +193,12 @@ class TTMM(TopicModelBase):
     def _words(n_words: int) -> int:
         """Columns of β in the compiled EM programs and inference sweeps: the vocabulary rounded up
         to a bucket (:func:`topicjax.core.layout.bucket_size`, a multiple of
-        :data:`~topicjax.core.layout.DOC_STEP`) unless ``TOPICJAX_BUCKETS=off``.  The columns after
+        :data:`~topicjax.core.layout.DOC_STEP`, at least :data:`~topicjax.core.layout.WORD_FLOOR`) unless
+        ``TOPICJAX_BUCKETS=off``.  The columns after
         the words are 0 and have no token, so EM keeps them 0 (their A = τβ is 0, their sums R
         too); the estimator drops them on the host.  (SGD keeps the exact vocabulary: its softmax
         would give them mass.)"""
-        return doc_rows(n_words, layout.buckets_on(), layout.DOC_STEP)
+        return layout.bucket_size(n_words, layout.DOC_STEP, layout.WORD_FLOOR) if layout.buckets_on() else int(n_words)
 
     def _set_fitted(self, params: TTMMParams, data, n_docs: int, records: list, lls: list, n_words: int) -> None:
         """Every fitted attribute, the one place they are written (:meth:`fit` with either solver,
