@@ -68,3 +68,30 @@ def test_post_sweep_program_with_kernel_histograms_is_the_xla_one(small):
     for a, b in zip(jax.tree.leaves(sums0), jax.tree.leaves(sums1)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(rec1, rec0, rtol=1e-6, atol=1e-6)
+
+
+def test_a_fit_counts_its_histograms_by_the_kernel_where_the_kernel_sweeps(small, monkeypatch):
+    """The post-sweep program of a chain whose sweeps the kernel runs (LDA, ``sampler="parallel"``)
+    takes its histograms from the kernel; with the XLA sweep (``kernel.set_backend("xla")``) or
+    the exact sampler, from XLA's scatter."""
+    corpus, _ = small
+    seen = []
+    real = chain._post_jit
+
+    def spy(*args):
+        seen.append(args[-1])  # by_kernel
+        return real(*args)
+
+    monkeypatch.setattr(chain, "_post_jit", spy)
+    LIDA(4, variant="lda", max_iter=2, random_state=1, progress=False).fit(corpus)
+    assert seen == [True, True]
+    seen.clear()
+    LIDA(4, variant="lda", max_iter=2, sampler="exact", random_state=1, progress=False).fit(corpus)
+    assert seen == [False, False]
+    seen.clear()
+    old = kernel.set_backend("xla")
+    try:
+        LIDA(4, variant="lda", max_iter=2, random_state=1, progress=False).fit(corpus)
+    finally:
+        kernel.set_backend(old)
+    assert seen == [False, False]

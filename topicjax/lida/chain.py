@@ -94,11 +94,12 @@ def _post(state: SamplerState, avg: Averages, k_hyp, it: int, tokens: Tokens, cf
     ``hyper_start`` and ``burn_in`` and the evaluated ones run the same program; ``loglik`` (the
     fit evaluates at all) is static.  Returns the new state, the sums and the record vector
     (float32, :func:`_read`), which the host fetches once."""
+    # the count histograms by the compiled kernel where it runs the sweeps (static, like the sweep's
+    # backend; decided on the fit's settings: _post_cfg normalises the sampler's away)
+    by_kernel = kernel.sweep_backend(cfg) == "ffi"
     cfg = _post_cfg(cfg)
     flags = np.array([it, hyper, accumulate, evaluate], np.int32)  # one transfer
-    # the count histograms by the compiled kernel where it runs the sweeps (static, like the sweep's backend)
-    hyper_vals, avg, rec = _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik,
-                                     kernel.sweep_backend(cfg) == "ffi")
+    hyper_vals, avg, rec = _post_jit(state, avg, k_hyp, flags, tokens, cfg, loglik, by_kernel)
     return state._replace(**hyper_vals), avg, rec
 
 
