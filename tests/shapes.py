@@ -1,6 +1,6 @@
 """The same fit with shapes rounded up to buckets and with exact shapes (``TOPICJAX_BUCKETS=off``):
 the comparison of the shape-bucket tests of every family (tests/core/test_buckets.py,
-tests/ptm/test_ptm_buckets.py, tests/ttmm/test_ttmm_buckets.py), and a count of the programs a fit lowers."""
+tests/ptm/test_ptm_buckets.py, tests/ttmm/test_ttmm_buckets.py), and counts of the programs fits lower."""
 
 from __future__ import annotations
 
@@ -35,3 +35,20 @@ def lowered_programs():
         yield lowered
     finally:
         jax.monitoring.unregister_event_duration_listener(on_event)
+
+
+def programs_per_run(monkeypatch, runs, exact_run) -> tuple[list, int]:
+    """The programs lowered by each of ``runs`` (callables, in order) with buckets on, and by
+    ``exact_run`` with ``TOPICJAX_BUCKETS=off`` (a corpus of another size then lowers its own: the
+    count is seen to work)."""
+    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
+    with lowered_programs() as lowered:
+        counts = []
+        for run in runs:
+            lowered.clear()
+            run()
+            counts.append(len(lowered))
+        monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
+        lowered.clear()
+        exact_run()
+        return counts, len(lowered)

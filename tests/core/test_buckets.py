@@ -23,7 +23,7 @@ import topicjax as tj
 from topicjax import regularizers as R
 from topicjax.artm import setup
 from topicjax.core import estep, kernels, layout
-from shapes import bucketed_and_exact, lowered_programs
+from shapes import bucketed_and_exact, lowered_programs, programs_per_run
 
 #: the corpus of these tests: 70 documents of 1 to 3 pieces each (below the floors: 128 columns of
 #: Θ, 128 rows of Φ, 256 pieces)
@@ -254,19 +254,15 @@ def test_folds_of_a_cross_validation_share_their_programs(monkeypatch):
     # exact shapes differ between folds (documents and pieces), their buckets do not
     assert len({(tr.n_docs, _pieces(tr), te.n_docs, _pieces(te)) for tr, te in folds}) == 5
     assert {tr.n_docs for tr, _ in folds} == {162, 163} and {te.n_docs for _, te in folds} == {40, 41}
-    with lowered_programs() as lowered:
-        monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-        counts = []
-        for train, test in folds:
-            lowered.clear()
-            model = tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(train)
-            assert model.transform(test).shape == (test.n_docs, 4) and model.theta_.shape == (4, train.n_docs)
-            counts.append(len(lowered))
-        assert counts[1:] == [0, 0, 0, 0], counts
-        monkeypatch.setenv("TOPICJAX_BUCKETS", "off")  # the count sees a corpus of another size
-        lowered.clear()
-        tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(folds[0][0])
-        assert lowered
+
+    def fold(train, test):
+        model = tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(train)
+        assert model.transform(test).shape == (test.n_docs, 4) and model.theta_.shape == (4, train.n_docs)
+
+    counts, exact = programs_per_run(monkeypatch, [lambda f=f: fold(*f) for f in folds],
+                                     lambda: tj.PLSA(4, max_iter=3, random_state=0, progress=False).fit(folds[0][0]))
+    assert counts[1:] == [0, 0, 0, 0], counts
+    assert exact
 
 
 @pytest.mark.parametrize("kind", ["plsa", "artm"])

@@ -27,7 +27,7 @@ from topicjax.ptm import gem
 from topicjax.ptm.layout import ptm_data, real_docs
 
 from test_ptm_bic import ref_bic
-from shapes import bucketed_and_exact, lowered_programs
+from shapes import bucketed_and_exact, lowered_programs, programs_per_run
 
 #: 70 documents: a bucket of 80 rows (75 documents share it); 25 words of bars and 2 that no
 #: document uses (words of the vocabulary, with beta0 = 0): 27, a bucket of 32
@@ -132,20 +132,16 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
     shapes it lowers its own."""
     small, large = _corpus(70, seed=1), _corpus(75, seed=2, n_words=30)
     assert small.n_tokens != large.n_tokens
-    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    with lowered_programs() as lowered:
-        counts = []
-        for c in (small, large):
-            lowered.clear()
-            m = _make().fit(c)
-            m.transform(c)
-            m.log_likelihood(c)
-            counts.append(len(lowered))
-        assert counts[1] == 0, counts
-        monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
-        lowered.clear()
-        _make().fit(_corpus(72, seed=4))
-        assert lowered
+
+    def run(c):
+        m = _make().fit(c)
+        m.transform(c)
+        m.log_likelihood(c)
+
+    counts, exact = programs_per_run(monkeypatch, [lambda: run(small), lambda: run(large)],
+                                     lambda: _make().fit(_corpus(72, seed=4)))
+    assert counts[1] == 0, counts
+    assert exact
 
 
 def test_below_the_floors_one_program_and_the_exact_shape_fit(monkeypatch):

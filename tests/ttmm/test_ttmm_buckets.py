@@ -23,7 +23,7 @@ from topicjax.ttmm import TTMM, TTMMParams, sample_corpus, synthetic_params
 from topicjax.ttmm import em
 from topicjax.ttmm.params import random_params
 from topicjax.ttmm.sweeps import doc_rows, theme_layout
-from shapes import bucketed_and_exact, lowered_programs
+from shapes import bucketed_and_exact, lowered_programs, programs_per_run
 
 N_DOCS, J, K, W = 70, 3, 4, 30
 TRUTH = synthetic_params(J, K, W, concentration=0.3, seed=0)
@@ -113,22 +113,19 @@ def test_sizes_in_one_bucket_share_the_programs(monkeypatch):
     """100 and 105 documents (128 rows both) over 30 and 28 words (128 columns both, the floor): the second
     corpus's EM fit and inference lower no program; with exact shapes a corpus of another size
     lowers its own."""
-    monkeypatch.delenv("TOPICJAX_BUCKETS", raising=False)
-    with lowered_programs() as lowered:
-        counts = []
-        other = sample_corpus(synthetic_params(J, K, 28, concentration=0.3, seed=1), n_docs=105, doc_length=(10, 40),
-                              seed=3)[0]
-        for c in (_corpus(100, seed=2), other):
-            lowered.clear()
-            m = TTMM(K, n_themes=J, max_iter=3, progress=False).fit(c)
-            m.transform(c)
-            m.score_samples(c)
-            counts.append(len(lowered))
-        assert counts[1] == 0, counts
-        monkeypatch.setenv("TOPICJAX_BUCKETS", "off")
-        lowered.clear()
-        TTMM(K, n_themes=J, max_iter=3, progress=False).fit(_corpus(102, seed=4))
-        assert lowered
+    other = sample_corpus(synthetic_params(J, K, 28, concentration=0.3, seed=1), n_docs=105, doc_length=(10, 40),
+                          seed=3)[0]
+
+    def run(c):
+        m = TTMM(K, n_themes=J, max_iter=3, progress=False).fit(c)
+        m.transform(c)
+        m.score_samples(c)
+
+    first = _corpus(100, seed=2)
+    counts, exact = programs_per_run(monkeypatch, [lambda: run(first), lambda: run(other)],
+                                     lambda: TTMM(K, n_themes=J, max_iter=3, progress=False).fit(_corpus(102, seed=4)))
+    assert counts[1] == 0, counts
+    assert exact
 
 
 def test_sizes_below_the_floors_share_one_program(monkeypatch):
